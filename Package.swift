@@ -1,0 +1,48 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "haul",
+    products: [
+        .executable(name: "haul", targets: ["haul"]),
+        .library(name: "HaulCore", targets: ["HaulCore"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CSQLite",
+            path: "Sources/CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // Build-time tool: turns Migrations/*.sql into Swift source so the binary carries them.
+        .executableTarget(name: "MigrationEmbedder", path: "Sources/MigrationEmbedder"),
+        .plugin(
+            name: "EmbedMigrationsPlugin",
+            capability: .buildTool(),
+            dependencies: ["MigrationEmbedder"],
+            path: "Sources/EmbedMigrationsPlugin"
+        ),
+        .target(
+            name: "HaulCore",
+            dependencies: ["CSQLite"],
+            path: "Sources/HaulCore",
+            plugins: ["EmbedMigrationsPlugin"]
+        ),
+        .executableTarget(
+            name: "haul",
+            dependencies: ["HaulCore"],
+            path: "Sources/haul"
+        ),
+        .testTarget(
+            name: "HaulCoreTests",
+            dependencies: ["HaulCore"],
+            path: "Tests/HaulCoreTests"
+        ),
+        .testTarget(
+            name: "HaulEndToEndTests",
+            dependencies: ["HaulCore"],
+            path: "Tests/HaulEndToEndTests"
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

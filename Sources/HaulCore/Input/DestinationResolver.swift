@@ -1,0 +1,164 @@
+import Foundation
+
+/// Turns a URL, or a user's `out=` path, into an absolute destination inside the output folder.
+///
+/// Guarantees: the result is always strictly inside `directory` — lexically (no `..`, no
+/// absolute `out=`, no `/`, `\` or NUL smuggled in through percent-encoding) and physically
+/// (no existing symbolic link on the way leads outside). No file name is `.`, `..`, empty,
+/// longer than 255 bytes, or starts with haul's temp-file prefix.
+public struct DestinationResolver: Sendable {
+    public enum Rejection: Error, Equatable, CustomStringConvertible, Sendable {
+        case absoluteOutPath
+        case escapesDirectory
+        case nameTooLong(Int)
+        case pathTooLong(Int)
+        case emptyOutPath
+        case reservedName(String)
+
+        public var description: String {
+            switch self {
+            case .absoluteOutPath: return "out= must be a path relative to the output folder, not an absolute path"
+            case .escapesDirectory: return "destination outside the output folder"
+            case .nameTooLong(let bytes): return "file name too long (\(bytes) bytes; the limit is 255)"
+            case .pathTooLong(let bytes): return "destination path too long (\(bytes) bytes; the limit is 4095)"
+            case .emptyOutPath: return "out= names no file"
+            case .reservedName(let name): return "file name '\(name)' is reserved for haul's temp files"
+            }
+        }
+    }
+
+    /// Names starting with this prefix are haul's own temp files.
+    public static let tempPrefix = ".haul-"
+
+    /// The output folder, absolute and standardised (`.` and `..` removed).
+    public let directory: String
+    /// The same folder with symbolic links resolved, when it exists.
+    private let physicalDirectory: String
+
+    public init(directory: String) {
+        let absolute = directory.hasPrefix("/") ? directory
+            : FileManager.default.currentDirectoryPath + "/" + directory
+        self.directory = Self.standardise(absolute)
+        self.physicalDirectory = Self.realPath(self.directory) ?? self.directory
+    }
+
+    /// The destination for `url` when the line gives no `out=`: its last path segment,
+    /// percent-decoded and made safe, or `index.html` when there is none.
+    public func defaultDestination(for url: HTTPURL) throws(Rejection) -> String {
+        let segment = url.path.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? ""
+        let name = Self.safeFileName(fromEncoded: segment)
+        return try check(directory + "/" + name)
+    }
+
+    /// The destination for an `out=` path given by the user.
+    public func destination(forOutPath out: String) throws(Rejection) -> String {
+        guard !out.hasPrefix("/") else { throw .absoluteOutPath }
+        var components: [String] = []
+        for component in out.split(separator: "/", omittingEmptySubsequences: true) {
+            if component == "." { continue }
+            if component == ".." { throw .escapesDirectory }
+            components.append(String(component))
+        }
+        guard !components.isEmpty else { throw .emptyOutPath }
+        for component in components where component.utf8.count > 255 { throw .nameTooLong(component.utf8.count) }
+        return try check(directory + "/" + components.joined(separator: "/"))
+    }
+
+    /// Final checks on a lexically built path: its length, its name, and that no symbolic link
+    /// already on disk leads out of the output folder.
+    private func check(_ path: String) throws(Rejection) -> String {
+        guard path.utf8.count <= 4095 else { throw .pathTooLong(path.utf8.count) }
+        let name = path.split(separator: "/").last.map(String.init) ?? ""
+        if name.hasPrefix(Self.tempPrefix) { throw .reservedName(name) }
+        guard path.hasPrefix(directory + "/") || (directory == "/" && path.count > 1) else { throw .escapesDirectory }
+        // Walk the existing folders between the output folder and the file.
+        let relative = path.dropFirst(directory == "/" ? 1 : directory.count + 1).split(separator: "/")
+        var current = directory
+        for component in relative.dropLast() {
+            current += "/" + component
+            var info = stat()
+            guard lstat(current, &info) == 0 else { break }  // the rest does not exist yet
+            if (info.st_mode & S_IFMT) == S_IFLNK {
+                guard let resolved = Self.realPath(current),
+                      resolved == physicalDirectory || resolved.hasPrefix(physicalDirectory + "/")
+                else { throw .escapesDirectory }
+            }
+        }
+        return path
+    }
+
+    /// A file name made from a percent-encoded URL path segment.
+    static func safeFileName(fromEncoded segment: String) -> String {
+        var bytes = percentDecode(Array(segment.utf8))
+        if String(validating: bytes, as: UTF8.self) == nil { bytes = Array(segment.utf8) }  // keep it encoded
+        for index in bytes.indices where bytes[index] < 0x20 || bytes[index] == 0x7F
+            || bytes[index] == UInt8(ascii: "/") || bytes[index] == UInt8(ascii: "\\") {
+            bytes[index] = UInt8(ascii: "_")
+        }
+        var name = String(decoding: bytes, as: UTF8.self)
+        if name.isEmpty || name == "." || name == ".." { return "index.html" }
+        if name.hasPrefix(tempPrefix) { name = "_" + name }
+        return truncated(name, toBytes: 255)
+    }
+
+    /// Shortens `name` to at most `limit` UTF-8 bytes on a character boundary, keeping a short
+    /// extension.
+    static func truncated(_ name: String, toBytes limit: Int) -> String {
+        guard name.utf8.count > limit else { return name }
+        var stem = Substring(name)
+        var suffix = ""
+        if let dot = name.lastIndex(of: "."), name.utf8.distance(from: dot, to: name.utf8.endIndex) <= 16, dot != name.startIndex {
+            stem = name[..<dot]
+            suffix = String(name[dot...])
+        }
+        var result = ""
+        for character in stem {
+            if result.utf8.count + character.utf8.count + suffix.utf8.count > limit { break }
+            result.append(character)
+        }
+        return result + suffix
+    }
+
+    static func percentDecode(_ bytes: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count,
+               let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) {
+                out.append(high << 4 | low)
+                index += 3
+            } else {
+                out.append(bytes[index])
+                index += 1
+            }
+        }
+        return out
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case 0x30...0x39: return byte - 0x30
+        case 0x41...0x46: return byte - 0x41 + 10
+        case 0x61...0x66: return byte - 0x61 + 10
+        default: return nil
+        }
+    }
+
+    /// `/a/./b/../c` → `/a/c`, without touching the disk.
+    static func standardise(_ path: String) -> String {
+        var parts: [Substring] = []
+        for component in path.split(separator: "/") {
+            if component == "." { continue }
+            if component == ".." { if !parts.isEmpty { parts.removeLast() }; continue }
+            parts.append(component)
+        }
+        return "/" + parts.joined(separator: "/")
+    }
+
+    static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+}

@@ -1,0 +1,73 @@
+/// One parsed line of a URL list: `URL [out=RELATIVE/PATH] [sha256=HEX]`.
+///
+/// Guarantees: a parsed line has an http(s) URL, a destination inside the output folder, and a
+/// sha256 (when given) of exactly 64 lower-case hex digits. Anything else is a `Rejection`
+/// whose description names the reason.
+public struct InputLine: Sendable, Equatable {
+    public let url: HTTPURL
+    public let destination: String
+    public let sha256: String?
+
+    /// What was wrong with a line. The description is what the user reads.
+    public enum Rejection: Error, Equatable, CustomStringConvertible, Sendable {
+        case tooLong(Int, limit: Int)
+        case containsNUL
+        case invalidUTF8
+        case url(HTTPURL.ParseError)
+        case destination(DestinationResolver.Rejection)
+        case malformedSHA256(String)
+        case unknownOption(String)
+        case duplicateOption(String)
+        case destinationTaken(byJob: Int, url: String)
+
+        public var description: String {
+            switch self {
+            case .tooLong(let length, let limit): return "line too long (\(length) bytes; the limit is \(limit))"
+            case .containsNUL: return "line contains a NUL byte"
+            case .invalidUTF8: return "line is not valid UTF-8"
+            case .url(let error): return error.description
+            case .destination(let error): return error.description
+            case .malformedSHA256(let value):
+                let shown = value.count > 20 ? String(value.prefix(20)) + "…" : value
+                return "malformed sha256 '\(shown)': expected 64 hex digits"
+            case .unknownOption(let token):
+                let shown = token.count > 40 ? String(token.prefix(40)) + "…" : token
+                return "unknown field '\(shown)' (expected out=PATH or sha256=HEX after the URL)"
+            case .duplicateOption(let key): return "\(key)= given twice"
+            case .destinationTaken(let job, let url): return "destination already taken by job \(job) (\(HTTPURL.redact(url)))"
+            }
+        }
+    }
+
+    /// Parses one line. Returns nil for blank lines and `#` comments.
+    public static func parse(_ bytes: [UInt8], resolver: DestinationResolver) throws(Rejection) -> InputLine? {
+        guard !bytes.contains(0) else { throw .containsNUL }
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw .invalidUTF8 }
+        let fields = text.split(whereSeparator: { $0 == " " || $0 == "\t" })
+        guard let first = fields.first, !first.hasPrefix("#") else { return nil }
+        let url: HTTPURL
+        do { url = try HTTPURL(String(first)) } catch { throw .url(error) }
+        var out: String? = nil
+        var sha256: String? = nil
+        for field in fields.dropFirst() {
+            if field.hasPrefix("#") { break }  // trailing comment
+            if field.hasPrefix("out=") {
+                guard out == nil else { throw .duplicateOption("out") }
+                out = String(field.dropFirst(4))
+            } else if field.hasPrefix("sha256=") {
+                guard sha256 == nil else { throw .duplicateOption("sha256") }
+                let value = String(field.dropFirst(7))
+                guard value.utf8.count == 64, value.utf8.allSatisfy(HTTPURL.isHexDigit) else { throw .malformedSHA256(value) }
+                sha256 = value.lowercased()
+            } else {
+                throw .unknownOption(String(field))
+            }
+        }
+        let destination: String
+        do throws(DestinationResolver.Rejection) {
+            if let out { destination = try resolver.destination(forOutPath: out) }
+            else { destination = try resolver.defaultDestination(for: url) }
+        } catch { throw .destination(error) }
+        return InputLine(url: url, destination: destination, sha256: sha256)
+    }
+}

@@ -1,0 +1,69 @@
+/// A snapshot of one row of the jobs table.
+public struct Job: Sendable, Equatable {
+    public let id: Int
+    public let url: String
+    public let host: String
+    public let destination: String
+    public let state: JobState
+    public let attempts: Int
+    public let maxAttempts: Int
+    /// Unix milliseconds at which the job may next be claimed.
+    public let nextAttemptAt: Int
+    public let leaseToken: String?
+    public let leaseOwner: String?
+    public let leaseExpiresAt: Int?
+    public let lastStatus: Int?
+    public let lastError: String?
+    public let expectedBytes: Int?
+    public let receivedBytes: Int
+    public let etag: String?
+    public let lastModified: String?
+    public let sha256: String?
+    public let createdAt: Int
+    public let updatedAt: Int
+    public let finishedAt: Int?
+
+    /// The URL with any credentials hidden, for display.
+    public var redactedURL: String { HTTPURL.redact(url) }
+
+    /// The column list that `init(row:)` reads, in order.
+    static let columns = """
+        id, url, host, destination, state, attempts, max_attempts, next_attempt_at, lease_token, \
+        lease_owner, lease_expires_at, last_status, last_error, expected_bytes, received_bytes, \
+        etag, last_modified, sha256, created_at, updated_at, finished_at
+        """
+
+    init(row: Row) {
+        id = row.int(0)
+        url = row.string(1)
+        host = row.string(2)
+        destination = row.string(3)
+        state = JobState(rawValue: row.string(4)) ?? .failed
+        attempts = row.int(5)
+        maxAttempts = row.int(6)
+        nextAttemptAt = row.int(7)
+        leaseToken = row.optionalString(8)
+        leaseOwner = row.optionalString(9)
+        leaseExpiresAt = row.optionalInt(10)
+        lastStatus = row.optionalInt(11)
+        lastError = row.optionalString(12)
+        expectedBytes = row.optionalInt(13)
+        receivedBytes = row.int(14)
+        etag = row.optionalString(15)
+        lastModified = row.optionalString(16)
+        sha256 = row.optionalString(17)
+        createdAt = row.int(18)
+        updatedAt = row.int(19)
+        finishedAt = row.optionalInt(20)
+    }
+}
+
+/// One recorded attempt of a job.
+public struct Attempt: Sendable, Equatable {
+    public let number: Int
+    public let startedAt: Int
+    public let finishedAt: Int?
+    public let status: Int?
+    public let error: String?
+    public let bytes: Int?
+}

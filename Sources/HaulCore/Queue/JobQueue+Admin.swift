@@ -1,0 +1,147 @@
+/// What became of one job named to `cancel` or `retry`.
+public enum AdminOutcome: Sendable, Equatable {
+    case changed
+    case notFound
+    /// The job was in a state the operation does not apply to.
+    case unchanged(JobState)
+}
+
+/// Filters for `JobQueue.list`.
+public struct JobFilter: Sendable {
+    public var state: JobState?
+    public var host: String?
+    public var limit: Int
+    public var afterID: Int
+
+    public init(state: JobState? = nil, host: String? = nil, limit: Int = 100, afterID: Int = 0) {
+        self.state = state
+        self.host = host
+        self.limit = limit
+        self.afterID = afterID
+    }
+}
+
+extension JobQueue {
+    /// Cancels queued, running or failed jobs. A running job's lease is revoked, so its worker's
+    /// late answer is refused.
+    public func cancel(_ ids: [Int]) throws -> [AdminOutcome] {
+        let now = clock()
+        return try database.transaction(.write) {
+            try ids.map { id in
+                guard let state = try state(of: id) else { return .notFound }
+                guard state == .queued || state == .running || state == .failed else { return .unchanged(state) }
+                try database.run("""
+                    UPDATE attempts SET finished_at = ?, error = 'cancelled' WHERE job_id = ? AND finished_at IS NULL
+                    """, now, id)
+                try database.run("""
+                    UPDATE jobs SET state = 'cancelled', last_error = coalesce(last_error, 'cancelled by the user'),
+                        finished_at = ?, updated_at = ?, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
+                    WHERE id = ?
+                    """, now, now, id)
+                return .changed
+            }
+        }
+    }
+
+    /// Puts failed or cancelled jobs back in the queue with their attempts reset.
+    public func retry(_ ids: [Int]) throws -> [AdminOutcome] {
+        try database.transaction(.write) {
+            try ids.map { id in
+                guard let state = try state(of: id) else { return .notFound }
+                guard state == .failed || state == .cancelled else { return .unchanged(state) }
+                try requeue("id = ?", [id])
+                return .changed
+            }
+        }
+    }
+
+    /// Puts every failed job back in the queue; returns how many.
+    public func retryAllFailed() throws -> Int {
+        try database.transaction(.write) {
+            try requeue("state = 'failed'", [])
+            return database.changes
+        }
+    }
+
+    private func requeue(_ condition: String, _ values: [SQLiteBindable]) throws {
+        let now = clock()
+        try database.statement("""
+            UPDATE jobs SET state = 'queued', attempts = 0, next_attempt_at = 0, last_error = NULL,
+                finished_at = NULL, updated_at = ?
+            WHERE \(condition)
+            """).run([now] + values)
+    }
+
+    private func state(of id: Int) throws -> JobState? {
+        try database.firstRow("SELECT state FROM jobs WHERE id = ?", [id]) { JobState(rawValue: $0.string(0)) } ?? nil
+    }
+
+    /// One job by id.
+    public func job(id: Int) throws -> Job? {
+        try database.firstRow("SELECT \(Job.columns) FROM jobs WHERE id = ?", [id], Job.init)
+    }
+
+    /// The jobs fetching `url` (one per destination).
+    public func jobs(url: String) throws -> [Job] {
+        try database.rows("SELECT \(Job.columns) FROM jobs WHERE url = ? ORDER BY id", [url], Job.init)
+    }
+
+    /// The attempts of a job, oldest first.
+    public func attempts(jobID: Int) throws -> [Attempt] {
+        try database.rows("""
+            SELECT number, started_at, finished_at, status, error, bytes FROM attempts WHERE job_id = ? ORDER BY number, id
+            """, [jobID]) {
+            Attempt(number: $0.int(0), startedAt: $0.int(1), finishedAt: $0.optionalInt(2), status: $0.optionalInt(3),
+                    error: $0.optionalString(4), bytes: $0.optionalInt(5))
+        }
+    }
+
+    /// Jobs in id order, filtered.
+    public func list(_ filter: JobFilter) throws -> [Job] {
+        var conditions = ["id > ?"]
+        var values: [SQLiteBindable] = [filter.afterID]
+        if let state = filter.state { conditions.append("state = ?"); values.append(state.rawValue) }
+        if let host = filter.host { conditions.append("host = ?"); values.append(host.lowercased()) }
+        values.append(filter.limit)
+        return try database.rows(
+            "SELECT \(Job.columns) FROM jobs WHERE \(conditions.joined(separator: " AND ")) ORDER BY id LIMIT ?",
+            values, Job.init)
+    }
+
+    /// A consistent snapshot of the queue. Cheap at any queue length: the counts come from
+    /// trigger-maintained totals.
+    public func status() throws -> QueueStatus {
+        let now = clock()
+        return try database.transaction(.read) {
+            var status = QueueStatus(counts: [:], expectedBytes: 0, receivedBytes: 0, unknownSize: 0,
+                                     waitingForRetry: 0, nextRetryAt: nil, pausedHosts: [], topFailures: [])
+            for state in JobState.allCases { status.counts[state] = 0 }
+            for row in try database.rows(
+                "SELECT state, jobs, expected_bytes, received_bytes, unknown_size FROM job_totals", [], {
+                    (JobState(rawValue: $0.string(0)), $0.int(1), $0.int(2), $0.int(3), $0.int(4)) }) {
+                guard let state = row.0 else { continue }
+                status.counts[state] = row.1
+                if state != .cancelled {
+                    status.expectedBytes += row.2
+                    status.receivedBytes += row.3
+                    status.unknownSize += row.4
+                }
+            }
+            if let (count, next) = try database.firstRow(
+                "SELECT count(*), min(next_attempt_at) FROM jobs WHERE state = 'queued' AND next_attempt_at > ?",
+                [now], { ($0.int(0), $0.optionalInt(1)) }) {
+                status.waitingForRetry = count
+                status.nextRetryAt = next
+            }
+            status.pausedHosts = try database.rows(
+                "SELECT host, paused_until, pause_reason FROM hosts WHERE paused_until > ? ORDER BY paused_until", [now]) {
+                (host: $0.string(0), until: $0.int(1), reason: $0.optionalString(2))
+            }
+            status.topFailures = try database.rows("""
+                SELECT last_error, count(*) AS n FROM jobs WHERE state = 'failed'
+                GROUP BY last_error ORDER BY n DESC, last_error LIMIT 5
+                """) { (reason: $0.optionalString(0) ?? "unknown", count: $0.int(1)) }
+            return status
+        }
+    }
+}

@@ -1,0 +1,158 @@
+/// What a worker learned about a transfer still in progress, written in batches.
+public struct Progress: Sendable, Equatable {
+    public var jobID: Int
+    public var token: String
+    public var receivedBytes: Int
+    public var expectedBytes: Int?
+    public var etag: String?
+    public var lastModified: String?
+
+    public init(jobID: Int, token: String, receivedBytes: Int, expectedBytes: Int?, etag: String? = nil, lastModified: String? = nil) {
+        self.jobID = jobID
+        self.token = token
+        self.receivedBytes = receivedBytes
+        self.expectedBytes = expectedBytes
+        self.etag = etag
+        self.lastModified = lastModified
+    }
+}
+
+/// Where a rescheduled job went.
+public enum RescheduleResult: Sendable, Equatable {
+    case queued(at: Int)
+    /// It had used all its attempts: failed, with the given reason.
+    case failed(reason: String)
+}
+
+extension JobQueue {
+    /// Renews the leases of jobs still held; returns the ids whose lease was lost.
+    public func renew(_ leases: [(jobID: Int, token: String)], leaseMilliseconds: Int) throws -> [Int] {
+        guard !leases.isEmpty else { return [] }
+        let now = clock()
+        return try database.transaction(.write) {
+            let statement = try database.statement("""
+                UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND lease_token = ? AND state = 'running'
+                """)
+            var lost: [Int] = []
+            for lease in leases {
+                try statement.run([now + leaseMilliseconds, lease.jobID, lease.token])
+                if database.changes == 0 { lost.append(lease.jobID) }
+            }
+            return lost
+        }
+    }
+
+    /// Records progress of running transfers (bytes, size, validators). Stale entries are skipped.
+    public func recordProgress(_ updates: [Progress]) throws {
+        guard !updates.isEmpty else { return }
+        let now = clock()
+        try database.transaction(.write) {
+            let statement = try database.statement("""
+                UPDATE jobs SET received_bytes = ?, expected_bytes = ?, etag = ?, last_modified = ?, updated_at = ?
+                WHERE id = ? AND lease_token = ? AND state = 'running'
+                """)
+            for update in updates {
+                try statement.run([update.receivedBytes, update.expectedBytes, update.etag, update.lastModified, now,
+                                   update.jobID, update.token])
+            }
+        }
+    }
+
+    /// Marks a job done. Throws `StaleLeaseError` when `token` no longer holds it.
+    public func complete(jobID: Int, token: String, status: Int, bytes: Int) throws {
+        let now = clock()
+        try database.transaction(.write) {
+            try database.run("""
+                UPDATE jobs SET state = 'done', last_status = ?, last_error = NULL, received_bytes = ?,
+                    expected_bytes = ?, finished_at = ?, updated_at = ?,
+                    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL
+                WHERE id = ? AND lease_token = ? AND state = 'running'
+                """, status, bytes, bytes, now, now, jobID, token)
+            guard database.changes == 1 else { throw StaleLeaseError(jobID: jobID) }
+            try closeAttempt(jobID: jobID, token: token, now: now, status: status, error: nil, bytes: bytes)
+        }
+    }
+
+    /// Puts a job back in the queue to be tried again at `at` (Unix ms) — or fails it when it
+    /// has used all its attempts. Throws `StaleLeaseError` when `token` no longer holds it.
+    @discardableResult
+    public func reschedule(jobID: Int, token: String, at: Int, status: Int?, error: String, bytes: Int? = nil) throws -> RescheduleResult {
+        let now = clock()
+        return try database.transaction(.write) {
+            guard let (attempts, maxAttempts) = try database.firstRow(
+                "SELECT attempts, max_attempts FROM jobs WHERE id = ? AND lease_token = ? AND state = 'running'",
+                [jobID, token], { ($0.int(0), $0.int(1)) })
+            else { throw StaleLeaseError(jobID: jobID) }
+            try closeAttempt(jobID: jobID, token: token, now: now, status: status, error: error, bytes: bytes)
+            if attempts >= maxAttempts {
+                let reason = "gave up after \(attempts) attempts: \(error)"
+                try finishFailed(jobID: jobID, status: status, reason: reason, now: now)
+                return .failed(reason: reason)
+            }
+            try database.run("""
+                UPDATE jobs SET state = 'queued', next_attempt_at = ?, last_status = ?, last_error = ?, updated_at = ?,
+                    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
+                WHERE id = ?
+                """, at, status, error, now, jobID)
+            return .queued(at: at)
+        }
+    }
+
+    /// Fails a job for good, with the reason the user will read.
+    /// Throws `StaleLeaseError` when `token` no longer holds it.
+    public func fail(jobID: Int, token: String, status: Int?, reason: String, bytes: Int? = nil) throws {
+        let now = clock()
+        try database.transaction(.write) {
+            guard try database.scalarInt(
+                "SELECT count(*) FROM jobs WHERE id = ? AND lease_token = ? AND state = 'running'", [jobID, token]) == 1
+            else { throw StaleLeaseError(jobID: jobID) }
+            try closeAttempt(jobID: jobID, token: token, now: now, status: status, error: reason, bytes: bytes)
+            try finishFailed(jobID: jobID, status: status, reason: reason, now: now)
+        }
+    }
+
+    /// Hands a job back to the queue without counting the attempt (the run was interrupted,
+    /// not the transfer refused). Returns false when the lease was already lost.
+    @discardableResult
+    public func release(jobID: Int, token: String, reason: String) throws -> Bool {
+        let now = clock()
+        return try database.transaction(.write) {
+            try database.run("""
+                UPDATE jobs SET state = 'queued', attempts = max(attempts - 1, 0), updated_at = ?,
+                    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
+                WHERE id = ? AND lease_token = ? AND state = 'running'
+                """, now, jobID, token)
+            guard database.changes == 1 else { return false }
+            try closeAttempt(jobID: jobID, token: token, now: now, status: nil, error: reason, bytes: nil)
+            return true
+        }
+    }
+
+    /// Pauses every request to `host` until `until` (Unix ms), e.g. for a Retry-After.
+    /// An existing later pause is kept.
+    public func pauseHost(_ host: String, until: Int, reason: String) throws {
+        try database.transaction(.write) {
+            try database.run("""
+                INSERT INTO hosts (host, paused_until, pause_reason) VALUES (?1, ?2, ?3)
+                ON CONFLICT (host) DO UPDATE SET
+                    pause_reason = CASE WHEN ?2 > paused_until THEN ?3 ELSE pause_reason END,
+                    paused_until = max(paused_until, ?2)
+                """, host, until, reason)
+        }
+    }
+
+    private func finishFailed(jobID: Int, status: Int?, reason: String, now: Int) throws {
+        try database.run("""
+            UPDATE jobs SET state = 'failed', last_status = ?, last_error = ?, finished_at = ?, updated_at = ?,
+                lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
+            WHERE id = ?
+            """, status, reason, now, now, jobID)
+    }
+
+    private func closeAttempt(jobID: Int, token: String, now: Int, status: Int?, error: String?, bytes: Int?) throws {
+        try database.run("""
+            UPDATE attempts SET finished_at = ?, status = ?, error = ?, bytes = ?
+            WHERE job_id = ? AND lease_token = ? AND finished_at IS NULL
+            """, now, status, error, bytes, jobID, token)
+    }
+}

@@ -1,0 +1,41 @@
+/// A job claimed by one worker: only the holder of `token` may complete, reschedule or fail it,
+/// and only until the lease expires and another claimer takes the job back.
+public struct Lease: Sendable, Equatable {
+    public let job: Job
+    public let token: String
+
+    public var jobID: Int { job.id }
+}
+
+/// Who holds leases: a process on a machine. Written into each lease so a later run on the same
+/// machine can tell that the holder is gone and reclaim its jobs without waiting for expiry.
+public struct LeaseOwner: Sendable, Equatable, CustomStringConvertible {
+    public let machine: String
+    public let pid: Int32
+    /// The process's start time (clock ticks since boot), to guard against pid reuse.
+    public let startTime: UInt64
+
+    public init(machine: String, pid: Int32, startTime: UInt64) {
+        self.machine = machine
+        self.pid = pid
+        self.startTime = startTime
+    }
+
+    /// `machine/pid/starttime`.
+    public var description: String { "\(machine)/\(pid)/\(startTime)" }
+
+    public init?(_ text: String) {
+        let parts = text.split(separator: "/")
+        guard parts.count == 3, let pid = Int32(parts[1]), let start = UInt64(parts[2]) else { return nil }
+        self.init(machine: String(parts[0]), pid: pid, startTime: start)
+    }
+}
+
+/// A completion, reschedule or failure sent with a lease token that no longer holds the job:
+/// the lease expired and the job was taken back, or the job was cancelled meanwhile.
+public struct StaleLeaseError: Error, CustomStringConvertible, Sendable {
+    public let jobID: Int
+    public var description: String {
+        "job \(jobID): lease no longer held (it expired or the job was cancelled); the result was discarded"
+    }
+}

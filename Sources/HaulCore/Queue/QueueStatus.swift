@@ -1,0 +1,23 @@
+/// A consistent snapshot of the whole queue, as `haul status` shows it.
+public struct QueueStatus: Sendable, Equatable {
+    public var counts: [JobState: Int]
+    public var expectedBytes: Int
+    public var receivedBytes: Int
+    /// Jobs whose size is not yet known (not counted in `expectedBytes`).
+    public var unknownSize: Int
+    /// Queued jobs whose next attempt lies in the future.
+    public var waitingForRetry: Int
+    /// When the soonest of those is due (Unix ms).
+    public var nextRetryAt: Int?
+    public var pausedHosts: [(host: String, until: Int, reason: String?)]
+    public var topFailures: [(reason: String, count: Int)]
+
+    public var total: Int { counts.values.reduce(0, +) }
+
+    public static func == (a: QueueStatus, b: QueueStatus) -> Bool {
+        a.counts == b.counts && a.expectedBytes == b.expectedBytes && a.receivedBytes == b.receivedBytes
+            && a.waitingForRetry == b.waitingForRetry && a.nextRetryAt == b.nextRetryAt
+            && a.pausedHosts.map(\.host) == b.pausedHosts.map(\.host)
+            && a.topFailures.map(\.reason) == b.topFailures.map(\.reason)
+    }
+}

@@ -1,0 +1,158 @@
+import CSQLite
+import Foundation
+
+/// The one owner of a SQLite connection.
+///
+/// Guarantees: WAL journal, `synchronous=NORMAL`, foreign keys on and a busy timeout on every
+/// connection; statements are prepared once and cached by their SQL; write transactions begin
+/// with `BEGIN IMMEDIATE`, so a writer never fails half-way on a lock upgrade; migrations are
+/// applied when the database is opened. A `Database` is not thread-safe: confine it to one
+/// thread or actor (open one per thread or process that needs one).
+public final class Database {
+    /// How to treat a database file that does not exist yet.
+    public enum OpenMode: Sendable {
+        /// Create the file when missing (commands that add jobs).
+        case createIfMissing
+        /// A missing file is an error (commands that only read, or act on existing jobs).
+        case mustExist
+    }
+
+    public enum TransactionKind: Sendable {
+        /// `BEGIN DEFERRED`: for reads that want one consistent snapshot.
+        case read
+        /// `BEGIN IMMEDIATE`: takes the write lock up front.
+        case write
+    }
+
+    let handle: OpaquePointer
+    public let path: String
+    private var cache: [String: Statement] = [:]
+    private var transactionDepth = 0
+
+    /// Opens (or creates) the database at `path` and brings its schema up to date.
+    /// - Parameter busyTimeout: how long to wait for another process's lock, in seconds.
+    public init(path: String, mode: OpenMode = .createIfMissing, busyTimeout: Double = 10,
+                migrations: [Migration] = Migration.embedded) throws {
+        self.path = path
+        if mode == .mustExist && !FileManager.default.fileExists(atPath: path) {
+            throw DatabaseError.missing(path: path)
+        }
+        var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
+        if mode == .createIfMissing { flags |= SQLITE_OPEN_CREATE }
+        var connection: OpaquePointer?
+        let rc = sqlite3_open_v2(path, &connection, flags, nil)
+        guard rc == SQLITE_OK, let connection else {
+            let message = connection.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close_v2(connection)
+            if rc & 0xFF == SQLITE_CANTOPEN, !FileManager.default.fileExists(atPath: path) {
+                throw DatabaseError.openFailed(path: path, reason: "\(message); does its folder exist?")
+            }
+            throw DatabaseError.openFailed(path: path, reason: message)
+        }
+        self.handle = connection
+        sqlite3_extended_result_codes(connection, 1)
+        sqlite3_busy_timeout(connection, Int32(busyTimeout * 1000))
+
+        do {
+            if sqlite3_db_readonly(connection, "main") == 1 { throw DatabaseError.readOnly(path: path) }
+            // Reading the schema is the first thing that touches the file's content: a file that
+            // is not SQLite fails here, before anything is written to it.
+            _ = try scalarInt("SELECT count(*) FROM sqlite_schema")
+            let journal = try firstString("PRAGMA journal_mode = WAL")
+            if journal?.lowercased() != "wal" && path != ":memory:" {
+                throw DatabaseError.openFailed(path: path, reason: "cannot switch to WAL journal (got \(journal ?? "nothing"))")
+            }
+            try execute("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
+            try Migrator(migrations: migrations).migrate(self)
+        } catch let error as SQLiteError {
+            cache.removeAll()
+            sqlite3_close_v2(connection)
+            switch error.primaryCode {
+            case SQLITE_NOTADB, SQLITE_CORRUPT: throw DatabaseError.notADatabase(path: path)
+            case SQLITE_READONLY, SQLITE_PERM: throw DatabaseError.readOnly(path: path)
+            case SQLITE_BUSY: throw DatabaseError.busy(path: path, seconds: busyTimeout)
+            default: throw error
+            }
+        } catch {
+            cache.removeAll()
+            sqlite3_close_v2(connection)
+            throw error
+        }
+    }
+
+    deinit {
+        cache.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    /// The cached prepared statement for `sql`, preparing it on first use.
+    public func statement(_ sql: String) throws -> Statement {
+        if let cached = cache[sql] { return cached }
+        let statement = try Statement(database: self, sql: sql)
+        cache[sql] = statement
+        return statement
+    }
+
+    /// Runs one statement with bound values.
+    public func run(_ sql: String, _ values: SQLiteBindable...) throws {
+        try statement(sql).run(values)
+    }
+
+    /// Runs SQL text that may hold several statements and takes no parameters (schema, pragmas).
+    public func execute(_ sql: String) throws {
+        var message: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &message)
+        if rc != SQLITE_OK {
+            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
+            sqlite3_free(message)
+            throw SQLiteError(code: sqlite3_extended_errcode(handle), message: text, sql: sql)
+        }
+    }
+
+    public func rows<T>(_ sql: String, _ values: [SQLiteBindable] = [], _ map: (Row) throws -> T) throws -> [T] {
+        try statement(sql).rows(values, map)
+    }
+
+    public func firstRow<T>(_ sql: String, _ values: [SQLiteBindable] = [], _ map: (Row) throws -> T) throws -> T? {
+        try statement(sql).firstRow(values, map)
+    }
+
+    public func scalarInt(_ sql: String, _ values: [SQLiteBindable] = []) throws -> Int {
+        try firstRow(sql, values) { $0.int(0) } ?? 0
+    }
+
+    func firstString(_ sql: String) throws -> String? {
+        try firstRow(sql) { $0.optionalString(0) } ?? nil
+    }
+
+    /// Rows changed by the most recent INSERT, UPDATE or DELETE.
+    public var changes: Int { Int(sqlite3_changes64(handle)) }
+
+    /// The rowid of the most recent successful INSERT.
+    public var lastInsertRowID: Int { Int(sqlite3_last_insert_rowid(handle)) }
+
+    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    /// Nested calls join the outer transaction.
+    public func transaction<T>(_ kind: TransactionKind = .write, _ body: () throws -> T) throws -> T {
+        if transactionDepth > 0 {
+            transactionDepth += 1
+            defer { transactionDepth -= 1 }
+            return try body()
+        }
+        try statement(kind == .write ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED").run()
+        transactionDepth = 1
+        defer { transactionDepth = 0 }
+        do {
+            let result = try body()
+            try statement("COMMIT").run()
+            return result
+        } catch {
+            if sqlite3_get_autocommit(handle) == 0 { _ = try? statement("ROLLBACK").run() }
+            throw error
+        }
+    }
+
+    func error(code: Int32, sql: String?) -> SQLiteError {
+        SQLiteError(code: sqlite3_extended_errcode(handle), message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+
+/// Brings a database's schema up to date with a list of migrations.
+///
+/// Guarantees: migrations run in version order, each in its own `BEGIN IMMEDIATE` transaction
+/// together with its row in `schema_migrations`, so a crash leaves the database at a whole
+/// version. A database that records a version this binary does not know is refused and left
+/// untouched.
+public struct Migrator: Sendable {
+    public let migrations: [Migration]
+
+    public init(migrations: [Migration]) {
+        self.migrations = migrations.sorted { $0.version < $1.version }
+    }
+
+    /// The versions recorded in the database, in order (empty for a new database).
+    public static func appliedVersions(_ database: Database) throws -> [(version: Int, name: String)] {
+        let exists = try database.scalarInt(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'")
+        guard exists > 0 else { return [] }
+        return try database.rows("SELECT version, name FROM schema_migrations ORDER BY version") {
+            (version: $0.int(0), name: $0.string(1))
+        }
+    }
+
+    public func migrate(_ database: Database) throws {
+        let applied = try Self.appliedVersions(database)
+        let known = Set(migrations.map(\.version))
+        if let unknown = applied.first(where: { !known.contains($0.version) }) {
+            throw DatabaseError.unknownMigration(path: database.path, version: unknown.version, name: unknown.name)
+        }
+        let done = Set(applied.map(\.version))
+        let pending = migrations.filter { !done.contains($0.version) }
+        guard !pending.isEmpty else { return }
+        for migration in pending {
+            try database.transaction(.write) {
+                // Re-check inside the write lock: another process may have migrated meanwhile.
+                let already = try database.scalarInt(
+                    "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'") > 0
+                    && database.scalarInt("SELECT count(*) FROM schema_migrations WHERE version = ?", [migration.version]) > 0
+                if already { return }
+                try database.execute("""
+                    CREATE TABLE IF NOT EXISTS schema_migrations (
+                        version    INTEGER PRIMARY KEY,
+                        name       TEXT    NOT NULL,
+                        applied_at INTEGER NOT NULL
+                    );
+                    """)
+                try database.execute(migration.sql)
+                try database.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                                 migration.version, migration.name, Int(Date().timeIntervalSince1970 * 1000))
+            }
+        }
+    }
+}

@@ -1,0 +1,122 @@
+/// A command's options and help text, in the manner of swift-argument-parser.
+struct CommandSpec {
+    struct Option {
+        let names: [String]          // e.g. ["-i", "--input"]
+        let value: String?           // value name, nil for a flag
+        let help: String
+        var repeatable = false
+    }
+
+    let name: String
+    let abstract: String
+    let arguments: String            // e.g. "[URL…]"
+    let options: [Option]
+    var discussion: String = ""
+
+    static let dbOption = Option(names: ["--db"], value: "PATH",
+                                 help: "The queue database (default: $HAUL_DB, or ./haul.db).")
+    static let helpOption = Option(names: ["-h", "--help"], value: nil, help: "Show help for this command.")
+
+    var allOptions: [Option] { options + [Self.dbOption, Self.helpOption] }
+
+    var usage: String {
+        let flags = options.map { option in
+            "[\(option.names.last!)\(option.value.map { " \($0)" } ?? "")]"
+        }.joined(separator: " ")
+        return "haul \(name) \(flags) [--db PATH] \(arguments)".replacingOccurrences(of: "  ", with: " ")
+            .trimmingCharacters(in: .whitespaces)
+    }
+
+    var help: String {
+        var text = "OVERVIEW: \(abstract)\n\nUSAGE: \(usage)\n"
+        if !discussion.isEmpty { text += "\n\(discussion)\n" }
+        text += "\nOPTIONS:\n"
+        for option in allOptions {
+            let label = option.names.joined(separator: ", ") + (option.value.map { " <\($0.lowercased())>" } ?? "")
+            let padded = label.count < 26 ? label + String(repeating: " ", count: 26 - label.count) : label + "\n" + String(repeating: " ", count: 28)
+            text += "  \(padded)\(option.help)\n"
+        }
+        return text
+    }
+}
+
+/// The arguments of one command, parsed.
+struct ParsedArguments {
+    var values: [String: [String]] = [:]  // keyed by the option's long name
+    var positionals: [String] = []
+    var wantsHelp = false
+
+    func flag(_ name: String) -> Bool { values[name] != nil }
+    func value(_ name: String) -> String? { values[name]?.last }
+}
+
+/// A mistake in how a command was called: printed with the usage, exit 64.
+struct UsageError: Error {
+    let message: String
+    let spec: CommandSpec?
+}
+
+/// A failure that is not a usage mistake: one line on stderr, exit 1 (or `code`).
+struct CommandFailure: Error {
+    let message: String
+    var code: Int32 = 1
+}
+
+enum CommandLineParser {
+    static func parse(_ arguments: [String], for spec: CommandSpec) throws -> ParsedArguments {
+        var result = ParsedArguments()
+        var index = 0
+        var onlyPositionals = false
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if onlyPositionals || argument == "-" || !argument.hasPrefix("-") {
+                result.positionals.append(argument)
+                continue
+            }
+            if argument == "--" { onlyPositionals = true; continue }
+            var name = argument
+            var inlineValue: String? = nil
+            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+                name = String(argument[..<equals])
+                inlineValue = String(argument[argument.index(after: equals)...])
+            }
+            guard let option = spec.allOptions.first(where: { $0.names.contains(name) }) else {
+                throw UsageError(message: "unknown option '\(name)'", spec: spec)
+            }
+            let key = option.names.last!
+            if key == "--help" { result.wantsHelp = true; continue }
+            if option.value != nil {
+                let value: String
+                if let inlineValue {
+                    value = inlineValue
+                } else {
+                    guard index < arguments.count else {
+                        throw UsageError(message: "missing value for '\(name) <\(option.value!.lowercased())>'", spec: spec)
+                    }
+                    value = arguments[index]
+                    index += 1
+                }
+                if !option.repeatable, result.values[key] != nil {
+                    throw UsageError(message: "'\(key)' given more than once", spec: spec)
+                }
+                result.values[key, default: []].append(value)
+            } else {
+                guard inlineValue == nil else { throw UsageError(message: "'\(name)' takes no value", spec: spec) }
+                result.values[key] = []
+            }
+        }
+        return result
+    }
+
+    /// A positive whole number option, or a usage error naming it.
+    static func positiveInt(_ parsed: ParsedArguments, _ name: String, spec: CommandSpec) throws -> Int? {
+        guard let text = parsed.value(name) else { return nil }
+        guard let value = Int(text), value > 0 else {
+            throw UsageError(message: "'\(name)' needs a whole number greater than 0, not '\(text)'", spec: spec)
+        }
+        return value
+    }
+}
+
+import Foundation

@@ -1,0 +1,80 @@
+import Foundation
+import HaulCore
+
+enum AddCommand: Command {
+    static let spec = CommandSpec(
+        name: "add",
+        abstract: "Queue URLs for download.",
+        arguments: "[URL…]",
+        options: [
+            .init(names: ["-i", "--input"], value: "FILE", help: "Read URL lines from FILE ('-' for standard input)."),
+            .init(names: ["-d", "--dir"], value: "DIR", help: "Output folder for the files (default: the current folder)."),
+            .init(names: ["--json"], value: nil, help: "Print the summary as JSON."),
+        ],
+        discussion: """
+            Each input line is: URL [out=RELATIVE/PATH] [sha256=HEX]
+            Blank lines and lines starting with '#' are ignored. Without out=, the file is named
+            after the URL's last path segment (index.html when there is none). Adding the same
+            URL for the same destination again changes nothing.
+
+            Every rejected line is reported on stderr as FILE:LINE: reason; the valid lines are
+            queued all the same. Exit status: 0 when no line was rejected, 1 otherwise.
+            """)
+
+    static func run(_ arguments: ParsedArguments) throws -> Int32 {
+        let input = arguments.value("--input")
+        guard input != nil || !arguments.positionals.isEmpty else {
+            throw UsageError(message: "give URLs as arguments, or -i FILE ('-' for standard input)", spec: spec)
+        }
+        var descriptor: Int32 = -1
+        var inputName = "stdin"
+        if let input {
+            if input == "-" {
+                descriptor = STDIN_FILENO
+            } else {
+                descriptor = open(input, O_RDONLY | O_CLOEXEC)
+                guard descriptor >= 0 else {
+                    throw CommandFailure(message: "cannot open \(input): \(String(cString: strerror(errno)))")
+                }
+                inputName = input
+            }
+        }
+        defer { if descriptor > STDIN_FILENO { close(descriptor) } }
+
+        let queue = try openQueue(arguments, create: true)
+        let resolver = DestinationResolver(directory: arguments.value("--dir") ?? ".")
+        var source = "argument"
+        let importer = URLListImporter(queue: queue, resolver: resolver) { line, reason, text in
+            var message = "haul: \(source == "argument" ? "argument \(line)" : "\(source):\(line)"): \(reason)"
+            if let text, !text.isEmpty, !reason.description.contains(HTTPURL.redact(text)) {
+                message += " — \(HTTPURL.redact(text))"
+            }
+            Console.error(message)
+        }
+        var summary = URLListImporter.Summary()
+        do {
+            try importer.importLines(arguments.positionals, into: &summary)
+            if descriptor >= 0 {
+                source = inputName
+                try importer.importLines(from: descriptor, into: &summary)
+            }
+        } catch {
+            printSummary(summary, json: arguments.flag("--json"))
+            throw CommandFailure(message: "\(error); the \(summary.added) jobs added before this are kept")
+        }
+        printSummary(summary, json: arguments.flag("--json"))
+        return summary.rejected == 0 ? 0 : 1
+    }
+
+    private static func printSummary(_ summary: URLListImporter.Summary, json: Bool) {
+        if json {
+            Console.out(JSON.object([
+                ("added", .int(summary.added)),
+                ("already_queued", .int(summary.alreadyQueued)),
+                ("rejected", .int(summary.rejected)),
+            ]).text)
+        } else {
+            Console.out("added \(summary.added), already queued \(summary.alreadyQueued), rejected \(summary.rejected)")
+        }
+    }
+}

@@ -1,0 +1,72 @@
+import HaulCore
+
+/// How jobs and attempts are shown, as text and as JSON. URLs are always redacted.
+enum JobPresentation {
+    static func json(_ job: Job) -> JSON {
+        .object([
+            ("id", .int(job.id)),
+            ("url", .string(job.redactedURL)),
+            ("host", .string(job.host)),
+            ("destination", .string(job.destination)),
+            ("state", .string(job.state.rawValue)),
+            ("attempts", .int(job.attempts)),
+            ("max_attempts", .int(job.maxAttempts)),
+            ("next_attempt_at", job.nextAttemptAt > 0 ? .string(Format.timestamp(job.nextAttemptAt)) : .null),
+            ("last_status", .optional(job.lastStatus)),
+            ("last_error", .optional(job.lastError.map(HTTPURL.redact))),
+            ("expected_bytes", .optional(job.expectedBytes)),
+            ("received_bytes", .int(job.receivedBytes)),
+            ("sha256", .optional(job.sha256)),
+            ("created_at", .string(Format.timestamp(job.createdAt))),
+            ("updated_at", .string(Format.timestamp(job.updatedAt))),
+            ("finished_at", job.finishedAt.map { .string(Format.timestamp($0)) } ?? .null),
+        ])
+    }
+
+    static func json(_ attempt: Attempt) -> JSON {
+        .object([
+            ("number", .int(attempt.number)),
+            ("started_at", .string(Format.timestamp(attempt.startedAt))),
+            ("finished_at", attempt.finishedAt.map { .string(Format.timestamp($0)) } ?? .null),
+            ("status", .optional(attempt.status)),
+            ("error", .optional(attempt.error.map(HTTPURL.redact))),
+            ("bytes", .optional(attempt.bytes)),
+        ])
+    }
+
+    /// One line for `haul list`.
+    static func line(_ job: Job) -> String {
+        let size = job.expectedBytes.map(Format.bytes) ?? "?"
+        var text = "\(job.id)\t\(job.state.rawValue)\t\(job.attempts)/\(job.maxAttempts)\t\(size)\t\(job.redactedURL) → \(job.destination)"
+        if job.state == .failed || job.state == .queued, let error = job.lastError { text += "\t(\(HTTPURL.redact(error)))" }
+        return text
+    }
+
+    /// The block printed by `haul show`.
+    static func details(_ job: Job, attempts: [Attempt], now: Int) -> String {
+        var lines = [
+            "job \(job.id)",
+            "  url:          \(job.redactedURL)",
+            "  destination:  \(job.destination)",
+            "  state:        \(job.state.rawValue)",
+            "  attempts:     \(job.attempts) of \(job.maxAttempts)",
+            "  bytes:        \(job.receivedBytes) of \(job.expectedBytes.map(String.init) ?? "unknown")",
+        ]
+        if job.state == .queued && job.nextAttemptAt > now {
+            lines.append("  next attempt: \(Format.timestamp(job.nextAttemptAt)) (\(Format.relative(job.nextAttemptAt, now: now)))")
+        }
+        if let status = job.lastStatus { lines.append("  last status:  \(status)") }
+        if let error = job.lastError { lines.append("  last error:   \(HTTPURL.redact(error))") }
+        if let sha = job.sha256 { lines.append("  sha256:       \(sha)") }
+        if let finished = job.finishedAt { lines.append("  finished:     \(Format.timestamp(finished))") }
+        for attempt in attempts {
+            var text = "  attempt \(attempt.number): \(Format.timestamp(attempt.startedAt))"
+            if let status = attempt.status { text += " status \(status)" }
+            if let bytes = attempt.bytes { text += ", \(bytes) bytes" }
+            if let error = attempt.error { text += ": \(HTTPURL.redact(error))" }
+            if attempt.finishedAt == nil { text += " (in progress)" }
+            lines.append(text)
+        }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,59 @@
+import HaulCore
+
+enum StatusCommand: Command {
+    static let spec = CommandSpec(
+        name: "status",
+        abstract: "Show how the batch stands: counts by state, bytes, retries, paused hosts, failures.",
+        arguments: "",
+        options: [.init(names: ["--json"], value: nil, help: "Print one JSON object.")],
+        discussion: "Answers at any time, also while `haul run` is working on the same database.")
+
+    static func run(_ arguments: ParsedArguments) throws -> Int32 {
+        try requireNoPositionals(arguments)
+        let queue = try openQueue(arguments)
+        let status = try queue.status()
+        let now = queue.clock()
+        if arguments.flag("--json") {
+            Console.out(JSON.object([
+                ("counts", .object(JobState.allCases.map { ($0.rawValue, .int(status.counts[$0] ?? 0)) })),
+                ("total", .int(status.total)),
+                ("bytes", .object([
+                    ("received", .int(status.receivedBytes)),
+                    ("expected", .int(status.expectedBytes)),
+                    ("jobs_of_unknown_size", .int(status.unknownSize)),
+                ])),
+                ("waiting_for_retry", .int(status.waitingForRetry)),
+                ("next_retry_at", status.nextRetryAt.map { .string(Format.timestamp($0)) } ?? .null),
+                ("paused_hosts", .array(status.pausedHosts.map {
+                    .object([("host", .string($0.host)), ("until", .string(Format.timestamp($0.until))),
+                             ("reason", .optional($0.reason))])
+                })),
+                ("top_failures", .array(status.topFailures.map {
+                    .object([("reason", .string(HTTPURL.redact($0.reason))), ("count", .int($0.count))])
+                })),
+            ]).text)
+            return 0
+        }
+        let counts = JobState.allCases.map { "\($0.rawValue) \(status.counts[$0] ?? 0)" }.joined(separator: ", ")
+        Console.out("\(Console.bold("jobs")):    \(status.total) — \(counts)")
+        var bytes = "\(Format.bytes(status.receivedBytes)) received of \(Format.bytes(status.expectedBytes)) known"
+        if status.unknownSize > 0 { bytes += " (\(status.unknownSize) jobs of unknown size)" }
+        Console.out("\(Console.bold("bytes")):   \(bytes)")
+        if let next = status.nextRetryAt {
+            Console.out("\(Console.bold("retries")): \(status.waitingForRetry) waiting; next due \(Format.relative(next, now: now)) (\(Format.timestamp(next)))")
+        } else {
+            Console.out("\(Console.bold("retries")): none waiting")
+        }
+        if status.pausedHosts.isEmpty {
+            Console.out("\(Console.bold("paused")):  no host")
+        } else {
+            for host in status.pausedHosts {
+                Console.out("\(Console.bold("paused")):  \(host.host) until \(Format.timestamp(host.until)) (\(Format.relative(host.until, now: now)))\(host.reason.map { ": \($0)" } ?? "")")
+            }
+        }
+        for failure in status.topFailures {
+            Console.out("\(Console.bold("failed")):  \(failure.count) × \(HTTPURL.redact(failure.reason))")
+        }
+        return 0
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import HaulCore
+
+/// The `haul` command line: parses arguments, runs one command, prints, and exits with
+/// 0 (success), 1 (failure, or some input rejected), 64 (usage error).
+let version = HaulVersion.string
+let commands: [any Command.Type] = [AddCommand.self, StatusCommand.self, ListCommand.self, ShowCommand.self,
+                                    RetryCommand.self, CancelCommand.self]
+
+let topHelp = """
+    OVERVIEW: haul — a resumable bulk HTTP downloader with a crash-proof SQLite job queue.
+
+    USAGE: haul <command> [options]
+
+    COMMANDS:
+    \(commands.map { "  \($0.spec.name.padding(toLength: 10, withPad: " ", startingAt: 0))\($0.spec.abstract)" }.joined(separator: "\n"))
+
+    OPTIONS:
+      -h, --help    Show help (also `haul <command> --help`).
+      --version     Show the version.
+
+    The queue lives in ./haul.db unless --db PATH or $HAUL_DB names another file.
+    """
+
+func exitWithUsage(_ message: String, spec: CommandSpec?) -> Never {
+    Console.error("haul: error: \(message)")
+    Console.error("usage: \(spec?.usage ?? "haul <command> [options]")")
+    Console.error("See 'haul \(spec.map { "\($0.name) " } ?? "")--help'.")
+    exit(64)
+}
+
+signal(SIGPIPE, SIG_IGN)
+var arguments = Array(CommandLine.arguments.dropFirst())
+guard let first = arguments.first else { exitWithUsage("no command given", spec: nil) }
+switch first {
+case "-h", "--help", "help":
+    if first == "help", arguments.count > 1, let command = commands.first(where: { $0.spec.name == arguments[1] }) {
+        Console.out(command.spec.help)
+    } else {
+        Console.out(topHelp)
+    }
+    exit(0)
+case "--version", "version":
+    Console.out("haul \(version)")
+    exit(0)
+default:
+    break
+}
+guard let command = commands.first(where: { $0.spec.name == first }) else {
+    exitWithUsage("unknown command '\(first)'", spec: nil)
+}
+do {
+    let parsed = try CommandLineParser.parse(Array(arguments.dropFirst()), for: command.spec)
+    if parsed.wantsHelp {
+        Console.out(command.spec.help)
+        exit(0)
+    }
+    exit(try command.run(parsed))
+} catch let error as UsageError {
+    exitWithUsage(error.message, spec: error.spec)
+} catch let error as CommandFailure {
+    Console.error("haul: \(error.message)")
+    exit(error.code)
+} catch {
+    Console.error("haul: \(error)")
+    exit(1)
+}
