@@ -33,14 +33,20 @@ let package = Package(
             dependencies: ["HaulCore"],
             path: "Sources/haul"
         ),
+        // Test support: the loopback HTTP fault server and helpers shared by the test targets.
+        .target(
+            name: "HaulTestSupport",
+            dependencies: ["HaulCore"],
+            path: "Tests/HaulTestSupport"
+        ),
         .testTarget(
             name: "HaulCoreTests",
-            dependencies: ["HaulCore"],
+            dependencies: ["HaulCore", "HaulTestSupport"],
             path: "Tests/HaulCoreTests"
         ),
         .testTarget(
             name: "HaulEndToEndTests",
-            dependencies: ["HaulCore"],
+            dependencies: ["haul", "HaulCore", "HaulTestSupport"],
             path: "Tests/HaulEndToEndTests"
         ),
     ],

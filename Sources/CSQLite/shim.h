@@ -2,3 +2,6 @@
 
 // SQLITE_TRANSIENT is a macro that casts -1 to a function pointer; Swift cannot import it.
 static inline sqlite3_destructor_type csqlite_transient(void) { return SQLITE_TRANSIENT; }
+
+// sqlite3_config is variadic, which Swift cannot call. Must run before sqlite3_initialize.
+static inline int csqlite_disable_memstatus(void) { return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); }

@@ -45,9 +45,12 @@ public struct DestinationResolver: Sendable {
     /// The destination for `url` when the line gives no `out=`: its last path segment,
     /// percent-decoded and made safe, or `index.html` when there is none.
     public func defaultDestination(for url: HTTPURL) throws(Rejection) -> String {
-        let segment = url.path.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? ""
-        let name = Self.safeFileName(fromEncoded: segment)
-        return try check(directory + "/" + name)
+        let path = url.path.utf8
+        let segment = path.lastIndex(of: UInt8(ascii: "/")).map { path[path.index(after: $0)...] } ?? path[...]
+        let name = Self.safeFileName(fromEncoded: Array(segment))
+        let destination = directory == "/" ? "/" + name : directory + "/" + name
+        guard destination.utf8.count <= 4095 else { throw .pathTooLong(destination.utf8.count) }
+        return destination  // directly inside the folder: no link on the way to check
     }
 
     /// The destination for an `out=` path given by the user.
@@ -88,9 +91,9 @@ public struct DestinationResolver: Sendable {
     }
 
     /// A file name made from a percent-encoded URL path segment.
-    static func safeFileName(fromEncoded segment: String) -> String {
-        var bytes = percentDecode(Array(segment.utf8))
-        if String(validating: bytes, as: UTF8.self) == nil { bytes = Array(segment.utf8) }  // keep it encoded
+    static func safeFileName(fromEncoded segment: [UInt8]) -> String {
+        var bytes = segment.contains(UInt8(ascii: "%")) ? percentDecode(segment) : segment
+        if String(validating: bytes, as: UTF8.self) == nil { bytes = segment }  // keep it encoded
         for index in bytes.indices where bytes[index] < 0x20 || bytes[index] == 0x7F
             || bytes[index] == UInt8(ascii: "/") || bytes[index] == UInt8(ascii: "\\") {
             bytes[index] = UInt8(ascii: "_")

@@ -13,7 +13,8 @@ public struct HTTPURL: Sendable, Equatable {
     /// Where the user-info (`user:pass@`) sits in `string`, if there is one.
     let userInfoRange: Range<String.Index>?
 
-    public var hostKey: String { "\(host):\(port)" }
+    /// Lower-cased `host:port`: the key for per-host caps and pauses.
+    public let hostKey: String
 
     public enum ParseError: Error, Equatable, CustomStringConvertible, Sendable {
         case invalid(String)
@@ -103,6 +104,7 @@ public struct HTTPURL: Sendable, Equatable {
         self.scheme = scheme
         self.host = host
         self.port = port
+        self.hostKey = "\(host):\(port)"
         self.path = String(decoding: bytes[authorityEnd..<pathEnd], as: UTF8.self)
         if let userInfo {
             let utf8 = text.utf8

@@ -19,6 +19,7 @@ public struct InputLine: Sendable, Equatable {
         case unknownOption(String)
         case duplicateOption(String)
         case destinationTaken(byJob: Int, url: String)
+        case destinationKeyCollision(byJob: Int)
 
         public var description: String {
             switch self {
@@ -35,6 +36,8 @@ public struct InputLine: Sendable, Equatable {
                 return "unknown field '\(shown)' (expected out=PATH or sha256=HEX after the URL)"
             case .duplicateOption(let key): return "\(key)= given twice"
             case .destinationTaken(let job, let url): return "destination already taken by job \(job) (\(HTTPURL.redact(url)))"
+            case .destinationKeyCollision(let job):
+                return "destination's hash collides with job \(job)'s (a one-in-billions chance); give this line another out= name"
             }
         }
     }
@@ -42,15 +45,17 @@ public struct InputLine: Sendable, Equatable {
     /// Parses one line. Returns nil for blank lines and `#` comments.
     public static func parse(_ bytes: [UInt8], resolver: DestinationResolver) throws(Rejection) -> InputLine? {
         guard !bytes.contains(0) else { throw .containsNUL }
-        guard let text = String(validating: bytes, as: UTF8.self) else { throw .invalidUTF8 }
-        let fields = text.split(whereSeparator: { $0 == " " || $0 == "\t" })
-        guard let first = fields.first, !first.hasPrefix("#") else { return nil }
+        // Split on spaces and tabs at the byte level (both are ASCII, so UTF-8 is split safely).
+        let fields = bytes.split(whereSeparator: { $0 == 0x20 || $0 == 0x09 })
+        guard let first = fields.first, first.first != UInt8(ascii: "#") else { return nil }
+        guard String(validating: bytes, as: UTF8.self) != nil else { throw .invalidUTF8 }
         let url: HTTPURL
-        do { url = try HTTPURL(String(first)) } catch { throw .url(error) }
+        do { url = try HTTPURL(String(decoding: first, as: UTF8.self)) } catch { throw .url(error) }
         var out: String? = nil
         var sha256: String? = nil
-        for field in fields.dropFirst() {
-            if field.hasPrefix("#") { break }  // trailing comment
+        for fieldBytes in fields.dropFirst() {
+            if fieldBytes.first == UInt8(ascii: "#") { break }  // trailing comment
+            let field = String(decoding: fieldBytes, as: UTF8.self)
             if field.hasPrefix("out=") {
                 guard out == nil else { throw .duplicateOption("out") }
                 out = String(field.dropFirst(4))
@@ -60,7 +65,7 @@ public struct InputLine: Sendable, Equatable {
                 guard value.utf8.count == 64, value.utf8.allSatisfy(HTTPURL.isHexDigit) else { throw .malformedSHA256(value) }
                 sha256 = value.lowercased()
             } else {
-                throw .unknownOption(String(field))
+                throw .unknownOption(field)
             }
         }
         let destination: String

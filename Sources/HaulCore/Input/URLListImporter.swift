@@ -1,9 +1,12 @@
+import Foundation
+
 /// Feeds URL-list lines into a `JobQueue` in large transactions.
 ///
 /// Guarantees: every line is either queued, recognised as already queued, or rejected with its
-/// line number and reason — a bad line never stops the others; memory is bounded by the batch
-/// size, whatever the input's length; a batch that is committed stays committed even if a later
-/// one fails (the error is thrown, the earlier lines are kept).
+/// line number and reason — a bad line never stops the others; memory is bounded by two batches,
+/// whatever the input's length; a batch that is committed stays committed even if a later one
+/// fails (the error is thrown, the earlier lines are kept). Lines are read and parsed on a second
+/// thread while the calling thread writes the previous batch, so both cores are used.
 public struct URLListImporter {
     /// Counts for the user.
     public struct Summary: Sendable, Equatable {
@@ -21,7 +24,7 @@ public struct URLListImporter {
     /// Called for every rejected line with its number and reason, in line order.
     public let onRejection: (_ line: Int, _ reason: InputLine.Rejection, _ text: String?) -> Void
 
-    public init(queue: JobQueue, resolver: DestinationResolver, batchSize: Int = 50_000,
+    public init(queue: JobQueue, resolver: DestinationResolver, batchSize: Int = 20_000,
                 maximumLineLength: Int = 16 * 1024, maxAttempts: Int = 5,
                 onRejection: @escaping (_ line: Int, _ reason: InputLine.Rejection, _ text: String?) -> Void) {
         self.queue = queue
@@ -34,87 +37,151 @@ public struct URLListImporter {
 
     /// Imports every line readable from `descriptor`.
     public func importLines(from descriptor: Int32, into summary: inout Summary) throws {
-        var reader = LineReader(descriptor: descriptor, maximumLineLength: maximumLineLength)
-        var batch = Batch(importer: self)
-        while let line = try reader.next() {
-            switch line {
-            case .tooLong(let length):
-                batch.reject(reader.lineNumber, .tooLong(length, limit: maximumLineLength), text: nil)
-            case .bytes(let bytes):
-                batch.take(bytes, lineNumber: reader.lineNumber)
+        let channel = BatchChannel(capacity: 2)
+        let (resolver, batchSize, maximumLineLength) = (self.resolver, self.batchSize, self.maximumLineLength)
+        let parser = Thread {
+            var reader = LineReader(descriptor: descriptor, maximumLineLength: maximumLineLength)
+            var batch = ParsedBatch()
+            do {
+                while let line = try reader.next() {
+                    switch line {
+                    case .tooLong(let length):
+                        batch.reject(reader.lineNumber, .tooLong(length, limit: maximumLineLength), text: nil)
+                    case .bytes(let bytes):
+                        batch.take(bytes, lineNumber: reader.lineNumber, resolver: resolver)
+                    }
+                    if batch.size >= batchSize {
+                        guard channel.send(.batch(batch)) else { return }
+                        batch = ParsedBatch()
+                    }
+                }
+                if channel.send(.batch(batch)) { _ = channel.send(.end) }
+            } catch {
+                if channel.send(.batch(batch)) { _ = channel.send(.failed(String(describing: error))) }
             }
-            if batch.size >= batchSize { try batch.flush(into: &summary) }
         }
-        try batch.flush(into: &summary)
+        parser.stackSize = 1 << 20
+        parser.start()
+        defer { channel.close() }  // lets the parser finish if we stop early on an error
+        while true {
+            switch channel.receive() {
+            case .batch(let batch): try flush(batch, into: &summary)
+            case .end: return
+            case .failed(let message): throw InputError.readFailed(message)
+            }
+        }
     }
 
     /// Imports lines given as strings (command-line arguments), numbered from 1.
     public func importLines(_ lines: [String], into summary: inout Summary) throws {
-        var batch = Batch(importer: self)
+        var batch = ParsedBatch()
         for (index, line) in lines.enumerated() {
             let bytes = Array(line.utf8)
             if bytes.count > maximumLineLength {
                 batch.reject(index + 1, .tooLong(bytes.count, limit: maximumLineLength), text: nil)
             } else {
-                batch.take(bytes, lineNumber: index + 1)
+                batch.take(bytes, lineNumber: index + 1, resolver: resolver)
             }
-            if batch.size >= batchSize { try batch.flush(into: &summary) }
+            if batch.size >= batchSize {
+                try flush(batch, into: &summary)
+                batch = ParsedBatch()
+            }
         }
-        try batch.flush(into: &summary)
+        try flush(batch, into: &summary)
     }
 
-    /// Parsed lines waiting for their transaction, and rejections waiting to be reported in order.
-    private struct Batch {
-        let importer: URLListImporter
-        var lines: [InputLine] = []
-        var numbers: [Int] = []
-        var rejections: [(Int, InputLine.Rejection, String?)] = []
-
-        init(importer: URLListImporter) { self.importer = importer }
-
-        var size: Int { lines.count + rejections.count }
-
-        mutating func take(_ bytes: [UInt8], lineNumber: Int) {
-            do throws(InputLine.Rejection) {
-                guard let line = try InputLine.parse(bytes, resolver: importer.resolver) else { return }
-                lines.append(line)
-                numbers.append(lineNumber)
-            } catch {
-                let text = String(validating: bytes, as: UTF8.self).flatMap { $0.contains("\0") ? nil : $0 }
-                reject(lineNumber, error, text: text)
+    /// Writes one batch and reports its rejections, in line order.
+    private func flush(_ batch: ParsedBatch, into summary: inout Summary) throws {
+        let outcomes = batch.lines.isEmpty ? [] : try queue.add(batch.lines, maxAttempts: maxAttempts)
+        var pending = batch.rejections[...]
+        for (index, outcome) in outcomes.enumerated() {
+            let number = batch.numbers[index]
+            while let first = pending.first, first.line < number {
+                onRejection(first.line, first.reason, first.text)
+                summary.rejected += 1
+                pending.removeFirst()
             }
-        }
-
-        mutating func reject(_ lineNumber: Int, _ reason: InputLine.Rejection, text: String?) {
-            // Keep only the start of a rejected line's text, so memory stays bounded.
-            rejections.append((lineNumber, reason, text.map { $0.count > 200 ? String($0.prefix(200)) + "…" : $0 }))
-        }
-
-        mutating func flush(into summary: inout Summary) throws {
-            let outcomes = lines.isEmpty ? [] : try importer.queue.add(lines, maxAttempts: importer.maxAttempts)
-            var pending = rejections[...]
-            for (index, outcome) in outcomes.enumerated() {
-                let number = numbers[index]
-                while let first = pending.first, first.0 < number {
-                    importer.onRejection(first.0, first.1, first.2)
-                    summary.rejected += 1
-                    pending.removeFirst()
-                }
-                switch outcome {
-                case .added: summary.added += 1
-                case .alreadyQueued: summary.alreadyQueued += 1
-                case .rejected(let reason):
-                    importer.onRejection(number, reason, lines[index].url.string)
-                    summary.rejected += 1
-                }
-            }
-            for rejection in pending {
-                importer.onRejection(rejection.0, rejection.1, rejection.2)
+            switch outcome {
+            case .added: summary.added += 1
+            case .alreadyQueued: summary.alreadyQueued += 1
+            case .rejected(let reason):
+                onRejection(number, reason, batch.lines[index].url.string)
                 summary.rejected += 1
             }
-            lines.removeAll(keepingCapacity: true)
-            numbers.removeAll(keepingCapacity: true)
-            rejections.removeAll(keepingCapacity: true)
         }
+        for rejection in pending {
+            onRejection(rejection.line, rejection.reason, rejection.text)
+            summary.rejected += 1
+        }
+    }
+}
+
+/// Parsed lines waiting for their transaction, and rejections waiting to be reported in order.
+struct ParsedBatch: Sendable {
+    var lines: [InputLine] = []
+    var numbers: [Int] = []
+    var rejections: [(line: Int, reason: InputLine.Rejection, text: String?)] = []
+
+    var size: Int { lines.count + rejections.count }
+
+    mutating func take(_ bytes: [UInt8], lineNumber: Int, resolver: DestinationResolver) {
+        do throws(InputLine.Rejection) {
+            guard let line = try InputLine.parse(bytes, resolver: resolver) else { return }
+            lines.append(line)
+            numbers.append(lineNumber)
+        } catch {
+            let text = String(validating: bytes, as: UTF8.self).flatMap { $0.contains("\0") ? nil : $0 }
+            reject(lineNumber, error, text: text)
+        }
+    }
+
+    mutating func reject(_ lineNumber: Int, _ reason: InputLine.Rejection, text: String?) {
+        // Keep only the start of a rejected line's text, so memory stays bounded.
+        rejections.append((lineNumber, reason, text.map { $0.count > 200 ? String($0.prefix(200)) + "…" : $0 }))
+    }
+}
+
+/// A bounded hand-off of parsed batches from the parsing thread to the writing thread.
+// @unchecked Sendable: every stored property is read and written only while holding `condition`.
+final class BatchChannel: @unchecked Sendable {
+    enum Message: Sendable {
+        case batch(ParsedBatch)
+        case end
+        case failed(String)
+    }
+
+    private let condition = NSCondition()
+    private var messages: [Message] = []
+    private var closed = false
+    private let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    /// Waits for room; false when the receiver has gone away.
+    func send(_ message: Message) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while messages.count >= capacity && !closed { condition.wait() }
+        guard !closed else { return false }
+        messages.append(message)
+        condition.broadcast()
+        return true
+    }
+
+    func receive() -> Message {
+        condition.lock()
+        defer { condition.unlock() }
+        while messages.isEmpty { condition.wait() }
+        let message = messages.removeFirst()
+        condition.broadcast()
+        return message
+    }
+
+    func close() {
+        condition.lock()
+        closed = true
+        messages.removeAll()
+        condition.broadcast()
+        condition.unlock()
     }
 }

@@ -26,11 +26,12 @@ public struct Job: Sendable, Equatable {
     /// The URL with any credentials hidden, for display.
     public var redactedURL: String { HTTPURL.redact(url) }
 
-    /// The column list that `init(row:)` reads, in order.
-    static let columns = """
-        id, url, host, destination, state, attempts, max_attempts, next_attempt_at, lease_token, \
-        lease_owner, lease_expires_at, last_status, last_error, expected_bytes, received_bytes, \
-        etag, last_modified, sha256, created_at, updated_at, finished_at
+    /// The SELECT that `init(row:)` reads; append a WHERE clause on `j` (jobs) or `h` (hosts).
+    static let select = """
+        SELECT j.id, j.url, h.host, j.destination, j.state, j.attempts, j.max_attempts, j.next_attempt_at, \
+        j.lease_token, j.lease_owner, j.lease_expires_at, j.last_status, j.last_error, j.expected_bytes, \
+        j.received_bytes, j.etag, j.last_modified, j.sha256, j.created_at, j.updated_at, j.finished_at
+        FROM jobs j JOIN hosts h ON h.id = j.host_id
         """
 
     init(row: Row) {

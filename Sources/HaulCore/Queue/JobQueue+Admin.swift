@@ -78,12 +78,12 @@ extension JobQueue {
 
     /// One job by id.
     public func job(id: Int) throws -> Job? {
-        try database.firstRow("SELECT \(Job.columns) FROM jobs WHERE id = ?", [id], Job.init)
+        try database.firstRow("\(Job.select) WHERE j.id = ?", [id], Job.init)
     }
 
     /// The jobs fetching `url` (one per destination).
     public func jobs(url: String) throws -> [Job] {
-        try database.rows("SELECT \(Job.columns) FROM jobs WHERE url = ? ORDER BY id", [url], Job.init)
+        try database.rows("\(Job.select) WHERE j.url = ? ORDER BY j.id", [url], Job.init)
     }
 
     /// The attempts of a job, oldest first.
@@ -98,14 +98,13 @@ extension JobQueue {
 
     /// Jobs in id order, filtered.
     public func list(_ filter: JobFilter) throws -> [Job] {
-        var conditions = ["id > ?"]
+        var conditions = ["j.id > ?"]
         var values: [SQLiteBindable] = [filter.afterID]
-        if let state = filter.state { conditions.append("state = ?"); values.append(state.rawValue) }
-        if let host = filter.host { conditions.append("host = ?"); values.append(host.lowercased()) }
+        if let state = filter.state { conditions.append("j.state = ?"); values.append(state.rawValue) }
+        if let host = filter.host { conditions.append("h.host = ?"); values.append(host.lowercased()) }
         values.append(filter.limit)
         return try database.rows(
-            "SELECT \(Job.columns) FROM jobs WHERE \(conditions.joined(separator: " AND ")) ORDER BY id LIMIT ?",
-            values, Job.init)
+            "\(Job.select) WHERE \(conditions.joined(separator: " AND ")) ORDER BY j.id LIMIT ?", values, Job.init)
     }
 
     /// A consistent snapshot of the queue. Cheap at any queue length: the counts come from
@@ -128,7 +127,10 @@ extension JobQueue {
                 }
             }
             if let (count, next) = try database.firstRow(
-                "SELECT count(*), min(next_attempt_at) FROM jobs WHERE state = 'queued' AND next_attempt_at > ?",
+                """
+                SELECT count(*), min(next_attempt_at) FROM jobs
+                WHERE state = 'queued' AND next_attempt_at > 0 AND next_attempt_at > ?
+                """,
                 [now], { ($0.int(0), $0.optionalInt(1)) }) {
                 status.waitingForRetry = count
                 status.nextRetryAt = next

@@ -33,33 +33,34 @@ extension JobQueue {
         let now = clock()
         return try database.transaction(.write) {
             try expireLeases(now: now)
-            var running: [String: Int] = [:]
+            var running: [Int: Int] = [:]
             for (host, count) in try database.rows(
-                "SELECT host, count(*) FROM jobs WHERE state = 'running' GROUP BY host", [], { ($0.string(0), $0.int(1)) }) {
+                "SELECT host_id, count(*) FROM jobs WHERE state = 'running' GROUP BY host_id", [], { ($0.int(0), $0.int(1)) }) {
                 running[host] = count
             }
             let hosts = try database.rows(
-                "SELECT host FROM hosts WHERE queued > 0 AND paused_until <= ? ORDER BY last_claim", [now]) { $0.string(0) }
+                "SELECT id FROM hosts WHERE queued > 0 AND paused_until <= ? ORDER BY last_claim", [now]) { $0.int(0) }
             let pick = try database.statement("""
-                SELECT id FROM jobs WHERE host = ? AND state = 'queued' AND next_attempt_at <= ?
+                SELECT id FROM jobs WHERE host_id = ? AND state = 'queued' AND next_attempt_at <= ?
                 ORDER BY next_attempt_at, id LIMIT ?
                 """)
             let take = try database.statement("""
                 UPDATE jobs SET state = 'running', attempts = attempts + 1,
                     max_attempts = coalesce(?, max_attempts),
                     lease_token = ?, lease_owner = ?, lease_expires_at = ?, updated_at = ?
-                WHERE id = ? RETURNING \(Job.columns)
+                WHERE id = ? AND state = 'queued'
                 """)
+            let fetch = try database.statement("\(Job.select) WHERE j.id = ?")
             let record = try database.statement(
                 "INSERT INTO attempts (job_id, number, lease_token, started_at) VALUES (?, ?, ?, ?)")
-            let touchHost = try database.statement("UPDATE hosts SET last_claim = ? WHERE host = ?")
+            let touchHost = try database.statement("UPDATE hosts SET last_claim = ? WHERE id = ?")
             var leases: [Lease] = []
             var sequence = 0
             // Round-robin: one job per host per pass, so the batch itself is spread fairly.
             var open = hosts.map { ($0, request.perHostCap - running[$0, default: 0]) }.filter { $0.1 > 0 }
-            var candidates: [String: [Int]] = [:]
+            var candidates: [Int: [Int]] = [:]
             while leases.count < request.limit && !open.isEmpty {
-                var stillOpen: [(String, Int)] = []
+                var stillOpen: [(Int, Int)] = []
                 for (host, room) in open where leases.count < request.limit {
                     if candidates[host] == nil {
                         candidates[host] = try pick.rows([host, now, min(room, request.limit)]) { $0.int(0) }
@@ -68,7 +69,8 @@ extension JobQueue {
                     candidates[host]?.removeFirst()
                     let token = Self.newToken()
                     let expires = now + request.leaseMilliseconds
-                    guard let job = try take.firstRow([request.maxAttempts, token, request.owner, expires, now, id], Job.init) else { continue }
+                    try take.run([request.maxAttempts, token, request.owner, expires, now, id])
+                    guard database.changes == 1, let job = try fetch.firstRow([id], Job.init) else { continue }
                     try record.run([id, job.attempts, token, now])
                     sequence += 1
                     try touchHost.run([now &* 1024 &+ sequence, host])

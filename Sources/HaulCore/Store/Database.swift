@@ -39,6 +39,7 @@ public final class Database {
         }
         var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
         if mode == .createIfMissing { flags |= SQLITE_OPEN_CREATE }
+        Self.configureLibraryOnce
         var connection: OpaquePointer?
         let rc = sqlite3_open_v2(path, &connection, flags, nil)
         guard rc == SQLITE_OK, let connection else {
@@ -57,12 +58,14 @@ public final class Database {
             if sqlite3_db_readonly(connection, "main") == 1 { throw DatabaseError.readOnly(path: path) }
             // Reading the schema is the first thing that touches the file's content: a file that
             // is not SQLite fails here, before anything is written to it.
-            _ = try scalarInt("SELECT count(*) FROM sqlite_schema")
+            let tables = try scalarInt("SELECT count(*) FROM sqlite_schema")
+            // Larger pages make bulk adds about a fifth faster; only possible on a new database.
+            if tables == 0 { try execute("PRAGMA page_size = 16384") }
             let journal = try firstString("PRAGMA journal_mode = WAL")
             if journal?.lowercased() != "wal" && path != ":memory:" {
                 throw DatabaseError.openFailed(path: path, reason: "cannot switch to WAL journal (got \(journal ?? "nothing"))")
             }
-            try execute("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
+            try execute("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA cache_size = -65536;")
             try Migrator(migrations: migrations).migrate(self)
         } catch let error as SQLiteError {
             cache.removeAll()
@@ -79,6 +82,12 @@ public final class Database {
             throw error
         }
     }
+
+    /// Process-wide SQLite settings, applied before the first connection opens.
+    private static let configureLibraryOnce: Void = {
+        // Memory statistics take a global mutex on every allocation; haul never reads them.
+        _ = csqlite_disable_memstatus()
+    }()
 
     deinit {
         cache.removeAll()

@@ -42,6 +42,33 @@ public final class Statement {
         }
     }
 
+    // Typed binding for hot loops: no array, no existential boxing.
+
+    /// Resets the statement and clears its bindings, ready for `bind(_:at:)` calls.
+    public func reset() {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+
+    public func bind(_ value: Int, at position: Int32) throws {
+        try check(sqlite3_bind_int64(handle, position, Int64(value)))
+    }
+
+    public func bind(_ value: String?, at position: Int32) throws {
+        guard let value else { return try check(sqlite3_bind_null(handle, position)) }
+        try check(sqlite3_bind_text(handle, position, value, -1, csqlite_transient()))
+    }
+
+    private func check(_ rc: Int32) throws {
+        guard rc == SQLITE_OK else { throw database.error(code: rc, sql: sql) }
+    }
+
+    /// Steps a statement that returns no rows, then resets it.
+    public func runBound() throws {
+        while try step() {}
+        sqlite3_reset(handle)
+    }
+
     /// Advances to the next row; false when the statement is done.
     public func step() throws -> Bool {
         let rc = sqlite3_step(handle)

@@ -1,0 +1,792 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A loopback HTTP/1.1 server for integration tests, scriptable per path with normal responses and
+/// faults (delays, stalls, slow/truncated/reset/endless bodies, broken chunking, extra bytes).
+///
+/// - One thread per connection; persistent connections (keep-alive) with `Connection: close` honoured.
+/// - Each instance binds its own loopback address (127.0.0.1, 127.0.0.2, ...) so one instance = one host.
+/// - Every request is recorded; in-flight and max-concurrent counts are kept per instance (and across
+///   instances through an optional shared `ConcurrencyTracker`).
+/// - Tests synchronise with `waitForRequests(count:path:timeout:)` / `wait(timeout:until:)` / `Gate`,
+///   which block on a condition variable — no sleeps needed.
+/// - `stop()` (also run on deinit) closes the listener and every live connection, interrupts all
+///   scripted delays and stalls, and waits for the connection threads to finish.
+///
+/// ```swift
+/// let server = try FaultServer(host: "127.0.0.2")
+/// defer { server.stop() }
+/// server.route("/f", sequence: [
+///     FaultServer.Response.status(503, headers: ["Retry-After": "1"]).handler,
+///     FaultServer.file(data, etag: "\"v1\"", lastModified: nil),
+/// ])
+/// server.route("/cut", FaultServer.Response.ok(data).truncated(afterBytes: 100))
+/// // ... point the client at server.url("/f") ...
+/// XCTAssertTrue(server.waitForRequests(count: 2, path: "/f", timeout: 5))
+/// XCTAssertEqual(server.requests(path: "/f").last?.headers["Range"], "bytes=0-")
+/// ```
+public final class FaultServer: Sendable {
+    public struct StartError: Error, CustomStringConvertible {
+        public let operation: String
+        public let code: Int32
+        public var description: String {
+            "FaultServer: \(operation) failed: \(String(cString: strerror(code))) (errno \(code))"
+        }
+    }
+
+    /// Everything observable about the server at one instant.
+    public struct Snapshot: Sendable {
+        public var requests: [Request]
+        public var inFlight: Int
+        public var maxConcurrent: Int
+        public var connectionsAccepted: Int
+        public var openConnections: Int
+
+        public func requests(path: String?) -> [Request] {
+            guard let path else { return requests }
+            return requests.filter { $0.path == path }
+        }
+    }
+
+    public let host: String
+    public let port: Int
+    private let core: Core
+
+    /// Binds `host:port` (port 0 = ephemeral) and starts accepting immediately.
+    /// `host` must be an IPv4 literal (any 127.x.y.z works on Linux) or "localhost".
+    public init(host: String = "127.0.0.1", port: Int = 0, tracker: ConcurrencyTracker? = nil) throws {
+        let (fd, boundPort) = try Self.listen(host: host, port: port)
+        var pipeFDs: [Int32] = [-1, -1]
+        guard pipe(&pipeFDs) == 0 else {
+            let code = errno
+            close(fd)
+            throw StartError(operation: "pipe2", code: code)
+        }
+        for p in pipeFDs { _ = fcntl(p, F_SETFD, FD_CLOEXEC) }
+        self.host = host
+        self.port = boundPort
+        self.core = Core(
+            listenFD: fd, wakeRead: pipeFDs[0], wakeWrite: pipeFDs[1],
+            hostKey: "\(host):\(boundPort)", tracker: tracker)
+        let core = self.core
+        let acceptor = Thread { core.acceptLoop() }
+        acceptor.name = "FaultServer accept \(host):\(boundPort)"
+        acceptor.start()
+    }
+
+    deinit {
+        core.stop(timeout: 5)
+    }
+
+    /// `http://HOST:PORT` (no trailing slash).
+    public var baseURLString: String { "http://\(host):\(port)" }
+    public var baseURL: URL { URL(string: baseURLString)! }
+    /// Key used by `ConcurrencyTracker` for this server: `HOST:PORT`.
+    public var hostKey: String { "\(host):\(port)" }
+
+    /// Absolute URL for `path` (which should start with `/`; may include a query).
+    public func url(_ path: String) -> URL {
+        URL(string: baseURLString + (path.hasPrefix("/") ? path : "/" + path))!
+    }
+
+    /// Closes the listener and all live connections, interrupts delays/stalls, and waits (up to
+    /// `timeout`) for every connection thread to finish. Idempotent; safe to call from a handler.
+    /// Returns whether all threads finished in time (only a handler blocking in its own code can stop that).
+    @discardableResult
+    public func stop(timeout: TimeInterval = 5) -> Bool {
+        core.stop(timeout: timeout)
+    }
+
+    // MARK: Routes
+
+    /// Serves `path` with `handler` (replaces any previous route for it). `path` matches the request's
+    /// path without query; a key containing `?` matches the full request-target instead.
+    public func route(_ path: String, _ handler: @escaping Handler) {
+        route(path, sequence: [handler])
+    }
+
+    /// Always answers `path` with `response`.
+    public func route(_ path: String, _ response: Response) {
+        route(path, sequence: [response.handler])
+    }
+
+    /// Answers successive requests to `path` with `responses` in order; the last one repeats.
+    public func route(_ path: String, responses: [Response]) {
+        route(path, sequence: responses.map(\.handler))
+    }
+
+    /// Answers successive requests to `path` with `handlers` in order; the last one repeats.
+    /// E.g. `[Response.status(503, headers: ["Retry-After": "1"]).handler, FaultServer.file(data)]`.
+    public func route(_ path: String, sequence handlers: [Handler]) {
+        precondition(!handlers.isEmpty, "a route needs at least one handler")
+        core.state.update { $0.routes[path] = Route(handlers: handlers) }
+    }
+
+    public func removeRoute(_ path: String) {
+        core.state.update { $0.routes[path] = nil }
+    }
+
+    /// Handler for paths without a route (default: 404 "not found").
+    public func setFallback(_ handler: Handler?) {
+        core.state.update { $0.fallback = handler }
+    }
+
+    // MARK: Recording
+
+    public var allRequests: [Request] { core.state.withLock { $0.requests } }
+
+    public func requests(path: String) -> [Request] {
+        core.state.withLock { $0.requests.filter { $0.path == path } }
+    }
+
+    public func requestCount(path: String? = nil) -> Int {
+        core.state.withLock { s in path.map { p in s.requests.count { $0.path == p } } ?? s.requests.count }
+    }
+
+    /// Requests currently between "parsed" and "response fully sent / connection closed".
+    public var inFlight: Int { core.state.withLock { $0.inFlight } }
+    /// Highest `inFlight` seen since start (or `resetRecording()`).
+    public var maxConcurrent: Int { core.state.withLock { $0.maxConcurrent } }
+    public var connectionsAccepted: Int { core.state.withLock { $0.connectionsAccepted } }
+    public var openConnections: Int { core.state.withLock { $0.openConnections } }
+
+    public var snapshot: Snapshot { core.state.withLock { $0.snapshot } }
+
+    /// Clears recorded requests, resets `maxConcurrent` to the current `inFlight` and restarts every
+    /// route's response sequence.
+    public func resetRecording() {
+        core.state.update { s in
+            s.requests.removeAll()
+            s.maxConcurrent = s.inFlight
+            for key in s.routes.keys { s.routes[key]?.served = 0 }
+        }
+    }
+
+    // MARK: Waiting (condition variable; no sleeping)
+
+    /// Blocks until `predicate` holds for the server's state (re-checked on every request start/end and
+    /// connection open/close), or `timeout` passes. Returns whether it held.
+    @discardableResult
+    public func wait(timeout: TimeInterval = 10, until predicate: (Snapshot) -> Bool) -> Bool {
+        core.state.wait(timeout: timeout) { predicate($0.snapshot) }
+    }
+
+    /// Blocks until at least `count` requests (to `path`, or any path if nil) have been received.
+    @discardableResult
+    public func waitForRequests(count: Int, path: String? = nil, timeout: TimeInterval = 10) -> Bool {
+        core.state.wait(timeout: timeout) { s in
+            guard let path else { return s.requests.count >= count }
+            return s.requests.count { $0.path == path } >= count
+        }
+    }
+
+    /// Blocks until at least `count` requests are in flight at once.
+    @discardableResult
+    public func waitForInFlight(atLeast count: Int, timeout: TimeInterval = 10) -> Bool {
+        core.state.wait(timeout: timeout) { $0.inFlight >= count }
+    }
+
+    /// Blocks until no request is in flight (and, if asked, no connection is open).
+    @discardableResult
+    public func waitUntilIdle(includingConnections: Bool = false, timeout: TimeInterval = 10) -> Bool {
+        core.state.wait(timeout: timeout) { s in
+            s.inFlight == 0 && (!includingConnections || s.openConnections == 0)
+        }
+    }
+
+    /// Async form of `waitForRequests`: blocks a dedicated thread, not the cooperative pool.
+    @discardableResult
+    public func waitForRequests(count: Int, path: String? = nil, timeout: TimeInterval = 10) async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            Thread {
+                continuation.resume(returning: self.waitForRequests(count: count, path: path, timeout: timeout))
+            }.start()
+        }
+    }
+
+    /// Async form of `waitForInFlight`.
+    @discardableResult
+    public func waitForInFlight(atLeast count: Int, timeout: TimeInterval = 10) async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            Thread {
+                continuation.resume(returning: self.waitForInFlight(atLeast: count, timeout: timeout))
+            }.start()
+        }
+    }
+
+    // MARK: Listening socket
+
+    private static func listen(host: String, port: Int) throws -> (Int32, Int) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw StartError(operation: "socket", code: errno) }
+        func fail(_ op: String) -> StartError {
+            let code = errno
+            close(fd)
+            return StartError(operation: op, code: code)
+        }
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(clamping: port)).bigEndian
+        let literal = host == "localhost" ? "127.0.0.1" : host
+        guard inet_pton(AF_INET, literal, &addr.sin_addr) == 1 else {
+            close(fd)
+            throw StartError(operation: "inet_pton(\(host))", code: EINVAL)
+        }
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0 else { throw fail("bind(\(host):\(port))") }
+        guard Glibc.listen(fd, 128) == 0 else { throw fail("listen") }
+        let flags = fcntl(fd, F_GETFL)
+        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        var actual = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &actual) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard named == 0 else { throw fail("getsockname") }
+        return (fd, Int(UInt16(bigEndian: actual.sin_port)))
+    }
+}
+
+// MARK: - Engine
+
+struct Route: Sendable {
+    var handlers: [FaultServer.Handler]
+    var served = 0
+}
+
+struct ServerState: Sendable {
+    var routes: [String: Route] = [:]
+    var fallback: FaultServer.Handler?
+    var requests: [FaultServer.Request] = []
+    var inFlight = 0
+    var maxConcurrent = 0
+    var connectionsAccepted = 0
+    var openConnections = 0
+    var nextConnectionID = 0
+    /// Live connection sockets, so `stop()` can shut them down. A connection removes its entry (under
+    /// the lock) before closing its fd, so `stop()` never touches a recycled descriptor.
+    var connectionFDs: [Int: Int32] = [:]
+    var connectionThreads: Set<UInt> = []
+    var stopRequested = false
+    var acceptorFinished = false
+    var pipesClosed = false
+
+    var snapshot: FaultServer.Snapshot {
+        FaultServer.Snapshot(
+            requests: requests, inFlight: inFlight, maxConcurrent: maxConcurrent,
+            connectionsAccepted: connectionsAccepted, openConnections: openConnections)
+    }
+}
+
+/// The part of the server the threads hold on to (so `FaultServer` itself can deinit → stop).
+final class Core: Sendable {
+    typealias Request = FaultServer.Request
+    typealias Response = FaultServer.Response
+
+    let listenFD: Int32
+    let wakeRead: Int32
+    let wakeWrite: Int32
+    let hostKey: String
+    let tracker: FaultServer.ConcurrencyTracker?
+    let state = Locked(ServerState())
+    let stopped = Atomic<Bool>(false)
+
+    static let maxHeadBytes = 64 * 1024
+    static let pollRDHUP: Int16 = 0x2000  // POLLRDHUP (needs _GNU_SOURCE, not imported)
+
+    init(listenFD: Int32, wakeRead: Int32, wakeWrite: Int32, hostKey: String, tracker: FaultServer.ConcurrencyTracker?) {
+        self.listenFD = listenFD
+        self.wakeRead = wakeRead
+        self.wakeWrite = wakeWrite
+        self.hostKey = hostKey
+        self.tracker = tracker
+    }
+
+    // MARK: Lifecycle
+
+    func acceptLoop() {
+        loop: while !stopped.load(ordering: .acquiring) {
+            var fds = [
+                pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+            ]
+            let rc = poll(&fds, 2, -1)
+            if rc < 0 {
+                if errno == EINTR { continue }
+                break
+            }
+            if fds[1].revents != 0 { break }
+            if fds[0].revents & Int16(POLLIN) == 0 {
+                if fds[0].revents & Int16(POLLERR | POLLHUP | POLLNVAL) != 0 { break }
+                continue
+            }
+            let fd = accept(listenFD, nil, nil)
+            if fd < 0 {
+                switch errno {
+                case EINTR, EAGAIN, ECONNABORTED, EPROTO:
+                    continue
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                    var wake = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+                    _ = poll(&wake, 1, 20)
+                    continue
+                default:
+                    break loop
+                }
+            }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+            var one: Int32 = 1
+            _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            let id: Int? = state.update { s in
+                if s.stopRequested { return nil }
+                s.nextConnectionID += 1
+                s.connectionsAccepted += 1
+                s.openConnections += 1
+                s.connectionFDs[s.nextConnectionID] = fd
+                return s.nextConnectionID
+            }
+            guard let id else {
+                close(fd)
+                break
+            }
+            let thread = Thread { [self] in self.serve(fd: fd, connectionID: id) }
+            thread.name = "FaultServer \(hostKey) conn \(id)"
+            thread.start()
+        }
+        close(listenFD)
+        state.update { $0.acceptorFinished = true }
+    }
+
+    @discardableResult
+    func stop(timeout: TimeInterval) -> Bool {
+        stopped.store(true, ordering: .releasing)
+        let first = state.update { s -> Bool in
+            let first = !s.stopRequested
+            s.stopRequested = true
+            for fd in s.connectionFDs.values { _ = shutdown(fd, Int32(SHUT_RDWR)) }
+            return first
+        }
+        if first {
+            var byte: UInt8 = 1
+            _ = Glibc.write(wakeWrite, &byte, 1)  // stays readable: wakes every poll() in the server for good
+        }
+        let me = UInt(pthread_self())
+        let finished = state.wait(timeout: timeout) { s in
+            s.acceptorFinished && s.openConnections <= (s.connectionThreads.contains(me) ? 1 : 0)
+        }
+        if finished {
+            let closePipes = state.withLock { s -> Bool in
+                guard !s.pipesClosed, s.openConnections == 0 else { return false }
+                s.pipesClosed = true
+                return true
+            }
+            if closePipes {
+                close(wakeRead)
+                close(wakeWrite)
+            }
+            // Drop handlers: breaks retain cycles from handlers that capture their own server.
+            state.withLock { s in
+                s.routes.removeAll()
+                s.fallback = nil
+            }
+        }
+        return finished
+    }
+
+    // MARK: Connection
+
+    enum Action { case keepAlive, close, reset }
+
+    func serve(fd: Int32, connectionID: Int) {
+        let me = UInt(pthread_self())
+        state.withLock { _ = $0.connectionThreads.insert(me) }
+        var buffer: [UInt8] = []
+        var index = 0
+        var action = Action.close
+
+        loop: while !stopped.load(ordering: .acquiring) {
+            let head: [UInt8]
+            switch readHead(fd: fd, buffer: &buffer) {
+            case .closed:
+                break loop
+            case .tooLarge:
+                _ = sendAll(fd, Array("HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8))
+                break loop
+            case .head(let bytes):
+                head = bytes
+            }
+            guard let parsed = HeadParser.parse(head) else {
+                _ = sendAll(fd, Array("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8))
+                break loop
+            }
+
+            // Request body: skip (but keep) Content-Length bytes; anything else can't be delimited → close after.
+            var keepAlive = true
+            var body = Data()
+            if parsed.headers.contains("Transfer-Encoding") {
+                keepAlive = false
+            } else if let lengthText = parsed.headers["Content-Length"] {
+                guard let length = Int(lengthText.trimmingCharacters(in: .whitespaces)), length >= 0 else {
+                    _ = sendAll(fd, Array("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8))
+                    break loop
+                }
+                if length > buffer.count,
+                   parsed.headers["Expect"]?.lowercased() == "100-continue" {
+                    _ = sendAll(fd, Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+                }
+                guard let bytes = readBody(fd: fd, length: length, buffer: &buffer) else { break loop }
+                body = Data(bytes)
+            }
+
+            let request = Request(
+                method: parsed.method, target: parsed.target, path: parsed.path, query: parsed.query,
+                version: parsed.version, requestLine: parsed.requestLine, headers: parsed.headers,
+                body: body, receivedAt: Date(), receivedInstant: .now,
+                connectionID: connectionID, indexOnConnection: index)
+            keepAlive = keepAlive && request.wantsKeepAlive
+
+            let handler = begin(request)
+            let response = handler(request)
+            action = write(response, for: request, fd: fd, keepAlive: keepAlive)
+            end()
+            index += 1
+            if action != .keepAlive { break loop }
+        }
+
+        state.withLock { s in
+            s.connectionFDs[connectionID] = nil
+            s.connectionThreads.remove(me)
+        }
+        if action == .reset {
+            var lingerOption = linger(l_onoff: 1, l_linger: 0)
+            _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &lingerOption, socklen_t(MemoryLayout<linger>.size))
+        } else {
+            _ = shutdown(fd, Int32(SHUT_WR))
+        }
+        close(fd)
+        state.update { $0.openConnections -= 1 }
+    }
+
+    /// Records the request, counts it in flight, and picks its handler (advancing the route's sequence).
+    private func begin(_ request: Request) -> FaultServer.Handler {
+        // Tracker first: once the request is observable through the server (waitForRequests), the
+        // shared tracker already counts it. `end()` mirrors the order.
+        tracker?.begin(host: hostKey)
+        return state.update { s -> FaultServer.Handler in
+            s.requests.append(request)
+            s.inFlight += 1
+            s.maxConcurrent = max(s.maxConcurrent, s.inFlight)
+            let key = s.routes[request.target] != nil ? request.target : request.path
+            if var route = s.routes[key] {
+                let handler = route.handlers[min(route.served, route.handlers.count - 1)]
+                route.served += 1
+                s.routes[key] = route
+                return handler
+            }
+            return s.fallback ?? { _ in Response.text("not found\n", status: 404) }
+        }
+    }
+
+    private func end() {
+        tracker?.end(host: hostKey)
+        state.update { $0.inFlight -= 1 }
+    }
+
+    // MARK: Reading
+
+    enum HeadResult { case head([UInt8]), closed, tooLarge }
+
+    private func readHead(fd: Int32, buffer: inout [UInt8]) -> HeadResult {
+        var scanFrom = 0
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            // Tolerate empty lines before the request line (RFC 9112 §2.2).
+            let leading = buffer.prefix { $0 == 13 || $0 == 10 }.count
+            if leading > 0 {
+                buffer.removeFirst(leading)
+                scanFrom = 0
+            }
+            if let (headEnd, consumed) = Self.findHeadEnd(buffer, from: scanFrom) {
+                let head = Array(buffer[..<headEnd])
+                buffer.removeFirst(consumed)
+                return .head(head)
+            }
+            if buffer.count > Self.maxHeadBytes { return .tooLarge }
+            scanFrom = max(0, buffer.count - 3)
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n > 0 {
+                buffer.append(contentsOf: chunk[..<n])
+            } else if n < 0, errno == EINTR {
+                continue
+            } else {
+                return .closed
+            }
+        }
+    }
+
+    /// Finds the blank line ending the head: returns (end of the last header line, bytes to consume).
+    static func findHeadEnd(_ b: [UInt8], from start: Int) -> (Int, Int)? {
+        var i = start
+        while i < b.count {
+            if b[i] == 10 {
+                if i + 1 < b.count, b[i + 1] == 10 { return (i, i + 2) }
+                if i + 2 < b.count, b[i + 1] == 13, b[i + 2] == 10 { return (i, i + 3) }
+            }
+            i += 1
+        }
+        return nil
+    }
+
+    private func readBody(fd: Int32, length: Int, buffer: inout [UInt8]) -> [UInt8]? {
+        var body = [UInt8]()
+        let fromBuffer = min(length, buffer.count)
+        body.append(contentsOf: buffer[..<fromBuffer])
+        buffer.removeFirst(fromBuffer)
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while body.count < length {
+            let want = min(chunk.count, length - body.count)
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, want, 0) }
+            if n > 0 {
+                body.append(contentsOf: chunk[..<n])
+            } else if n < 0, errno == EINTR {
+                continue
+            } else {
+                return nil
+            }
+        }
+        return body
+    }
+
+    // MARK: Writing
+
+    private func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { sendAll(fd, $0) }
+    }
+
+    private func sendAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let n = send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            if n > 0 {
+                offset += n
+            } else if n < 0, errno == EINTR {
+                continue
+            } else {
+                return false
+            }
+        }
+        return true
+    }
+
+    enum PauseResult { case elapsed, stopped, peerClosed }
+
+    /// Waits `seconds` (nil = forever) but returns early when the server stops or the peer hangs up.
+    private func pause(_ seconds: TimeInterval?, fd: Int32) -> PauseResult {
+        let deadline = seconds.map { ContinuousClock.now + .seconds(max(0, $0)) }
+        while true {
+            if stopped.load(ordering: .acquiring) { return .stopped }
+            var timeout: Int32 = -1
+            if let deadline {
+                let remaining = deadline - .now
+                if remaining <= .zero { return .elapsed }
+                let (s, atto) = remaining.components
+                let ms = s * 1000 + atto / 1_000_000_000_000_000 + 1
+                timeout = Int32(clamping: ms)
+            }
+            var fds = [
+                pollfd(fd: fd, events: Self.pollRDHUP, revents: 0),
+                pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+            ]
+            let rc = poll(&fds, 2, timeout)
+            if rc < 0 {
+                if errno == EINTR { continue }
+                return .peerClosed
+            }
+            if fds[1].revents != 0 { return .stopped }
+            if fds[0].revents & (Self.pollRDHUP | Int16(POLLHUP | POLLERR | POLLNVAL)) != 0 { return .peerClosed }
+        }
+    }
+
+    private func pause(_ stall: Response.Stall, fd: Int32) -> PauseResult {
+        switch stall {
+        case .seconds(let s): pause(s, fd: fd)
+        case .forever: pause(nil, fd: fd)
+        }
+    }
+
+    private func write(_ r: Response, for request: Request, fd: Int32, keepAlive: Bool) -> Action {
+        if r.delayBeforeHeaders > 0, pause(r.delayBeforeHeaders, fd: fd) != .elapsed { return .close }
+
+        let bodyForbidden = (100..<200).contains(r.status) || r.status == 204 || r.status == 304
+        let sendsBody = request.method != "HEAD" && !bodyForbidden
+        var framing = r.framing
+        if r.endless, framing == .contentLength, r.declaredContentLength == nil { framing = .closeDelimited }
+        let userClose = r.headers.values("Connection").contains { $0.lowercased().contains("close") }
+        let closeAfter = r.closesConnection || !keepAlive || userClose || framing == .closeDelimited
+            || r.endless || r.ending != .normal || r.bodyByteLimit != nil
+
+        var head = "HTTP/1.1 \(r.status) \(r.reason ?? FaultServer.reasonPhrase(r.status))\r\n"
+        for field in r.headers { head += "\(field.name): \(field.value)\r\n" }
+        if !bodyForbidden {
+            switch framing {
+            case .contentLength:
+                if !r.headers.contains("Content-Length") {
+                    head += "Content-Length: \(r.declaredContentLength ?? r.body.count)\r\n"
+                }
+            case .chunked:
+                if !r.headers.contains("Transfer-Encoding") { head += "Transfer-Encoding: chunked\r\n" }
+            case .closeDelimited:
+                break
+            }
+        }
+        if closeAfter, !r.headers.contains("Connection") { head += "Connection: close\r\n" }
+        head += "\r\n"
+        guard sendAll(fd, Array(head.utf8)) else { return .close }
+
+        if let stall = r.stallAfterHeaders, pause(stall, fd: fd) != .elapsed { return .close }
+        if sendsBody {
+            guard writeBody(r, framing: framing, fd: fd) else { return .close }
+        }
+        if !r.extraBytes.isEmpty {
+            guard sendAll(fd, Array(r.extraBytes)) else { return .close }
+        }
+        switch r.ending {
+        case .normal: return closeAfter ? .close : .keepAlive
+        case .close: return .close
+        case .reset: return .reset
+        case .stall(let stall):
+            _ = pause(stall, fd: fd)
+            return .close
+        }
+    }
+
+    private static let defaultEndlessPattern: [UInt8] = (0..<256).map { UInt8($0) }
+
+    /// Returns false if the connection failed or the server stopped mid-body.
+    private func writeBody(_ r: Response, framing: Response.Framing, fd: Int32) -> Bool {
+        let chunked: Bool
+        let chunkSize: Int
+        if case .chunked(let size) = framing {
+            chunked = true
+            chunkSize = size
+        } else {
+            chunked = false
+            chunkSize = 64 * 1024
+        }
+        let segmentSize = r.pacing?.bytesPerChunk ?? chunkSize
+        let payload: [UInt8] = r.endless && r.body.isEmpty ? Self.defaultEndlessPattern : Array(r.body)
+        // For endless bodies: the pattern repeated enough that any segment is a contiguous slice.
+        var ring: [UInt8] = []
+        if r.endless {
+            let copies = (segmentSize + payload.count - 1) / payload.count + 1
+            ring.reserveCapacity(copies * payload.count)
+            for _ in 0..<copies { ring.append(contentsOf: payload) }
+        }
+        var ringPosition = 0
+        var offset = 0
+        var sent = 0
+        var first = true
+
+        while r.endless || offset < payload.count {
+            if let limit = r.bodyByteLimit, sent >= limit { return true }  // cut: no terminator
+            if stopped.load(ordering: .acquiring) { return false }
+            if !first, let pacing = r.pacing, pacing.delay > 0,
+               pause(pacing.delay, fd: fd) != .elapsed { return false }
+            first = false
+
+            let segment: ArraySlice<UInt8>
+            if r.endless {
+                segment = ring[ringPosition..<(ringPosition + segmentSize)]
+                ringPosition = (ringPosition + segmentSize) % payload.count
+            } else {
+                segment = payload[offset..<min(offset + segmentSize, payload.count)]
+                offset += segment.count
+            }
+            var allowed = segment.count
+            if let limit = r.bodyByteLimit { allowed = min(allowed, limit - sent) }
+
+            var out: [UInt8] = []
+            out.reserveCapacity(allowed + 16)
+            if chunked { out.append(contentsOf: Array((String(segment.count, radix: 16) + "\r\n").utf8)) }
+            out.append(contentsOf: segment.prefix(allowed))
+            if chunked, allowed == segment.count { out.append(contentsOf: [13, 10]) }
+            guard sendAll(fd, out) else { return false }
+            sent += allowed
+            if allowed < segment.count { return true }  // cut mid-segment
+        }
+        if chunked, !r.omitsChunkedTerminator {
+            guard sendAll(fd, Array("0\r\n\r\n".utf8)) else { return false }
+        }
+        return true
+    }
+}
+
+// MARK: - Request head parsing
+
+struct ParsedHead {
+    var requestLine: String
+    var method: String
+    var target: String
+    var path: String
+    var query: String?
+    var version: String
+    var headers: FaultServer.Headers
+}
+
+enum HeadParser {
+    /// Parses request line + header fields (CRLF or bare LF line ends, obs-fold joined). Nil = malformed.
+    static func parse(_ bytes: [UInt8]) -> ParsedHead? {
+        // Split on bytes: as Characters, "\r\n" is a single grapheme and would not split on "\n".
+        var lines = bytes.split(separator: 10, omittingEmptySubsequences: false).map { line -> String in
+            String(decoding: line.last == 13 ? line.dropLast() : line, as: UTF8.self)
+        }
+        guard !lines.isEmpty else { return nil }
+        let requestLine = String(lines.removeFirst())
+        let parts = requestLine.split(separator: " ", omittingEmptySubsequences: true)
+        guard parts.count == 3, parts[2].hasPrefix("HTTP/"), !parts[0].isEmpty else { return nil }
+        let method = String(parts[0])
+        let target = String(parts[1])
+        let version = String(parts[2])
+
+        var fields: [FaultServer.Headers.Field] = []
+        for line in lines {
+            if line.isEmpty { continue }
+            if line.first == " " || line.first == "\t" {
+                guard !fields.isEmpty else { return nil }
+                fields[fields.count - 1].value += " " + line.trimmingCharacters(in: .whitespaces)
+                continue
+            }
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            let name = String(line[..<colon])
+            guard !name.isEmpty, !name.contains(where: { $0 == " " || $0 == "\t" }) else { return nil }
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
+            fields.append(.init(name: name, value: value))
+        }
+
+        var pathAndQuery = Substring(target)
+        if let scheme = pathAndQuery.range(of: "://") {  // absolute-form: keep the path part
+            let afterAuthority = pathAndQuery[scheme.upperBound...]
+            pathAndQuery = afterAuthority.firstIndex(of: "/").map { afterAuthority[$0...] } ?? "/"
+        }
+        let path: String
+        var query: String?
+        if let q = pathAndQuery.firstIndex(of: "?") {
+            path = String(pathAndQuery[..<q])
+            query = String(pathAndQuery[pathAndQuery.index(after: q)...])
+        } else {
+            path = String(pathAndQuery)
+        }
+        return ParsedHead(
+            requestLine: requestLine, method: method, target: target, path: path, query: query,
+            version: version, headers: FaultServer.Headers(fields))
+    }
+}
