@@ -4,7 +4,7 @@ import HaulCore
 /// The `haul` command line: parses arguments, runs one command, prints, and exits with
 /// 0 (success), 1 (failure, or some input rejected), 64 (usage error).
 let version = HaulVersion.string
-let commands: [any Command.Type] = [AddCommand.self, StatusCommand.self, ListCommand.self, ShowCommand.self,
+let commands: [any Command.Type] = [AddCommand.self, RunCommand.self, GetCommand.self, StatusCommand.self, ListCommand.self, ShowCommand.self,
                                     RetryCommand.self, CancelCommand.self]
 
 let topHelp = """

@@ -9,12 +9,7 @@ public enum AddOutcome: Sendable, Equatable {
 extension JobQueue {
     /// The 64-bit FNV-1a hash of a destination's UTF-8 bytes, as stored in `destination_key`.
     static func destinationKey(_ destination: String) -> Int {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in destination.utf8 {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01B3
-        }
-        return Int(Int64(bitPattern: hash))
+        Int(Int64(bitPattern: FNV1a.hash(destination)))
     }
 
     /// Adds jobs in one transaction. Idempotent: the same URL for the same destination is one

@@ -22,6 +22,13 @@ enum AddCommand: Command {
             """)
 
     static func run(_ arguments: ParsedArguments) throws -> Int32 {
+        let summary = try importInput(arguments, spec: spec)
+        printSummary(summary, json: arguments.flag("--json"))
+        return summary.rejected == 0 ? 0 : 1
+    }
+
+    /// Queues the URLs of the arguments and of `--input`, reporting each rejected line on stderr.
+    static func importInput(_ arguments: ParsedArguments, spec: CommandSpec) throws -> URLListImporter.Summary {
         let input = arguments.value("--input")
         guard input != nil || !arguments.positionals.isEmpty else {
             throw UsageError(message: "give URLs as arguments, or -i FILE ('-' for standard input)", spec: spec)
@@ -59,11 +66,9 @@ enum AddCommand: Command {
                 try importer.importLines(from: descriptor, into: &summary)
             }
         } catch {
-            printSummary(summary, json: arguments.flag("--json"))
             throw CommandFailure(message: "\(error); the \(summary.added) jobs added before this are kept")
         }
-        printSummary(summary, json: arguments.flag("--json"))
-        return summary.rejected == 0 ? 0 : 1
+        return summary
     }
 
     private static func printSummary(_ summary: URLListImporter.Summary, json: Bool) {

@@ -1,0 +1,40 @@
+/// Queries a download run needs to decide whether to wait, and for how long.
+extension JobQueue {
+    /// Jobs still to be finished: queued plus running, over every process.
+    public func unfinishedCount() throws -> (queued: Int, running: Int) {
+        let rows = try database.rows("SELECT state, jobs FROM job_totals WHERE state IN ('queued', 'running')") {
+            ($0.string(0), $0.int(1))
+        }
+        var queued = 0, running = 0
+        for (state, count) in rows { if state == "queued" { queued = count } else { running = count } }
+        return (queued, running)
+    }
+
+    /// The soonest moment (Unix ms) a queued job may become claimable: a retry falling due or a
+    /// paused host with queued jobs resuming. Nil when nothing is waiting on time.
+    public func nextWakeTime() throws -> Int? {
+        let now = clock()
+        let retry = try database.firstRow("""
+            SELECT min(next_attempt_at) FROM jobs WHERE state = 'queued' AND next_attempt_at > 0 AND next_attempt_at > ?
+            """, [now]) { $0.optionalInt(0) } ?? nil
+        let pause = try database.firstRow("SELECT min(paused_until) FROM hosts WHERE queued > 0 AND paused_until > ?", [now]) {
+            $0.optionalInt(0)
+        } ?? nil
+        return [retry, pause].compactMap { $0 }.min()
+    }
+
+    /// Calls `body` with (id, destination, state) of every job, a page at a time, so memory
+    /// stays flat.
+    public func forEachJobDestination(_ body: (Int, String, JobState) throws -> Void) throws {
+        var after = 0
+        while true {
+            let page = try database.rows(
+                "SELECT id, destination, state FROM jobs WHERE id > ? ORDER BY id LIMIT 10000", [after]) {
+                ($0.int(0), $0.string(1), JobState(rawValue: $0.string(2)) ?? .failed)
+            }
+            guard let last = page.last else { return }
+            for row in page { try body(row.0, row.1, row.2) }
+            after = last.0
+        }
+    }
+}

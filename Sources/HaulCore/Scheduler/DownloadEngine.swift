@@ -1,0 +1,315 @@
+import Foundation
+import Synchronization
+
+/// Drains the job queue with a bounded pool of transfers.
+///
+/// Guarantees:
+/// - at most `workers` transfers at once, and at most `perHost` per host counted in the database
+///   over every process sharing it (claims are made there, round-robin over hosts);
+/// - a job is marked done only after its file was verified, made durable and renamed into place;
+/// - every failed attempt is recorded, then retried after Retry-After (pausing the host) or
+///   backoff, or failed with its reason after `maxAttempts`;
+/// - leases are renewed while transfers run; a transfer whose lease was lost is abandoned;
+/// - on `stop()`, no new job is claimed, transfers are cancelled with their temp files kept, and
+///   their jobs are handed back to the queue without counting the attempt;
+/// - memory does not grow with the queue: jobs are claimed a few at a time.
+public actor DownloadEngine {
+    private struct ActiveJob {
+        let lease: Lease
+        var attempt: DownloadAttempt?
+        var task: Task<Void, Never>?
+    }
+
+    private let service: QueueService
+    private let transport: Transport
+    private let options: EngineOptions
+    private let policy: RetryPolicy
+    private let emit: @Sendable (EngineEvent) -> Void
+    private let owner = ProcessIdentity.current.description
+
+    private let wake = WakeSignal()
+    private let stopping = Atomic<Bool>(false)
+    private var active: [Int: ActiveJob] = [:]
+    private var stats = EngineStats()
+    private var completedBytes: Int64 = 0
+    private var failureReasons: [String: Int] = [:]
+
+    public init(service: QueueService, transport: Transport, options: EngineOptions,
+                events: @escaping @Sendable (EngineEvent) -> Void = { _ in }) {
+        self.service = service
+        self.transport = transport
+        self.options = options
+        self.policy = RetryPolicy(backoff: Backoff(base: 1, cap: 300), maxRetryAfter: options.maxRetryAfter)
+        self.emit = events
+    }
+
+    /// Asks the run to stop (safe to call from any thread, e.g. a signal handler).
+    public nonisolated func stop() {
+        stopping.store(true, ordering: .sequentiallyConsistent)
+        transport.cancelAll()
+        wake.fire()
+    }
+
+    /// Live figures for a progress display.
+    public func currentStats() -> EngineStats {
+        var copy = stats
+        copy.active = active.count
+        copy.bytesThisRun = completedBytes + active.values.reduce(0) { sum, job in
+            guard let attempt = job.attempt else { return sum }
+            return sum + max(0, attempt.snapshot.bytesOnDisk - attempt.resumeOffset)
+        }
+        return copy
+    }
+
+    /// Runs until every job is done, failed or cancelled, or until `stop()`.
+    public func run() async throws -> RunSummary {
+        stats.started = Date()
+        try await reclaimDeadOwners()
+        try await removeOrphanedTempFiles()
+        let background = Task { await self.maintain() }
+        defer { background.cancel() }
+
+        while !stopping.load(ordering: .sequentiallyConsistent) {
+            let free = options.workers - active.count
+            var claimed: [Lease] = []
+            if free > 0 {
+                let request = ClaimRequest(limit: free, perHostCap: options.perHost,
+                                           leaseMilliseconds: Int(options.leaseDuration * 1000),
+                                           owner: owner, maxAttempts: options.maxAttempts)
+                claimed = try await service.perform { try $0.claim(request) }
+                for lease in claimed { start(lease) }
+            }
+            if active.isEmpty && claimed.isEmpty {
+                let (unfinished, wakeAt) = try await service.perform { queue in
+                    (try queue.unfinishedCount(), try queue.nextWakeTime())
+                }
+                if unfinished.queued == 0 && unfinished.running == 0 { break }
+                // Waiting on retries, paused hosts, or another process's transfers.
+                let now = Int(Date().timeIntervalSince1970 * 1000)
+                let delay = min(1000, max(10, (wakeAt ?? now + 1000) - now))
+                await wake.wait(timeout: .milliseconds(delay))
+            } else if claimed.count < free || free == 0 {
+                // Full, or nothing more claimable now: wait for a transfer to end (or a second).
+                await wake.wait(timeout: .seconds(1))
+            }
+        }
+        // Stopping: wait for the cancelled transfers to hand their jobs back.
+        while !active.isEmpty { await wake.wait(timeout: .milliseconds(100)) }
+        try await flushProgress()
+        return try await summary()
+    }
+
+    // MARK: Jobs
+
+    private func start(_ lease: Lease) {
+        active[lease.jobID] = ActiveJob(lease: lease, attempt: nil, task: nil)
+        active[lease.jobID]?.task = Task { await self.perform(lease) }
+    }
+
+    private func perform(_ lease: Lease) async {
+        let job = lease.job
+        let temp = TempFile(destination: job.destination, jobID: job.id)
+        let storedValidator: Validator? = job.etag.map(Validator.etag) ?? job.lastModified.map(Validator.lastModified)
+        let result: DownloadAttempt.Result
+        var resumeFrom: Int64 = 0
+        if let url = URL(string: job.url) {
+            do {
+                let attempt = try DownloadAttempt(temp: temp, expectedSHA256: job.sha256, storedValidator: storedValidator,
+                                                  storedTotal: job.expectedBytes.map(Int64.init))
+                resumeFrom = attempt.resumeOffset
+                active[job.id]?.attempt = attempt
+                emit(.started(jobID: job.id, url: job.url, resumeFrom: resumeFrom))
+                let request = FetchRequest(url: url, headers: attempt.requestHeaders,
+                                           stallTimeout: options.stallTimeout, totalTimeout: options.totalTimeout)
+                let fetched = await transport.fetch(request, into: attempt)
+                result = attempt.finish(fetched)
+            } catch {
+                result = .failed(.disk(String(describing: error)), status: nil)
+            }
+        } else {
+            result = .failed(.badRedirect("invalid URL: \(HTTPURL.redact(job.url))"), status: nil)
+        }
+        await conclude(lease, temp: temp, result: result, resumeFrom: resumeFrom)
+        active[job.id] = nil
+        wake.fire()
+    }
+
+    private func conclude(_ lease: Lease, temp: TempFile, result: DownloadAttempt.Result, resumeFrom: Int64) async {
+        let job = lease.job
+        let token = lease.token
+        do {
+            switch result {
+            case .placed(let bytes, let status):
+                try await service.perform { try $0.complete(jobID: job.id, token: token, status: status, bytes: Int(bytes)) }
+                stats.done += 1
+                completedBytes += bytes - resumeFrom
+                emit(.finished(jobID: job.id, url: job.url, destination: job.destination, bytes: bytes))
+            case .failed(let failure, let status):
+                let snapshot = active[job.id]?.attempt?.snapshot
+                if let snapshot { completedBytes += max(0, snapshot.bytesOnDisk - resumeFrom) }
+                let decision = stopping.load(ordering: .sequentiallyConsistent) && failure == .cancelled
+                    ? .release : policy.decide(failure, attempt: job.attempts)
+                try await apply(decision, failure: failure, status: status, lease: lease, temp: temp, snapshot: snapshot)
+            }
+        } catch is StaleLeaseError {
+            // Cancelled by the user, or the lease expired and the job was taken back: drop it.
+            emit(.warning("job \(job.id): lease lost (cancelled, or taken back after expiry); its result was discarded"))
+        } catch {
+            emit(.warning("job \(job.id): cannot record the outcome in the database: \(error)"))
+        }
+    }
+
+    private func apply(_ decision: RetryPolicy.Decision, failure: DownloadAttempt.Failure, status: Int?,
+                       lease: Lease, temp: TempFile, snapshot: DownloadAttempt.Snapshot?) async throws {
+        let job = lease.job
+        let token = lease.token
+        let reason = failure.description
+        switch decision {
+        case .release:
+            if let snapshot { try await record(snapshot, lease: lease) }
+            _ = try await service.perform { try $0.release(jobID: job.id, token: token, reason: "interrupted: haul was stopped") }
+        case .fail:
+            temp.remove()
+            try await service.perform { try $0.fail(jobID: job.id, token: token, status: status, reason: reason) }
+            stats.failed += 1
+            failureReasons[reason, default: 0] += 1
+            emit(.failed(jobID: job.id, url: job.url, reason: reason))
+        case .retry(let delay, let pauseHost, let discardPartial):
+            var kept = snapshot ?? DownloadAttempt.Snapshot(bytesOnDisk: 0, expectedTotal: nil, validator: nil)
+            if discardPartial {
+                temp.remove()
+                kept = DownloadAttempt.Snapshot(bytesOnDisk: 0, expectedTotal: nil, validator: nil)
+            }
+            try await record(kept, lease: lease)
+            let now = Int(Date().timeIntervalSince1970 * 1000)
+            let at = now + Int(delay * 1000)
+            if let pauseHost {
+                try await service.perform { try $0.pauseHost(job.host, until: now + Int(pauseHost * 1000), reason: "Retry-After from \(reason)") }
+                emit(.hostPaused(host: job.host, seconds: pauseHost, reason: reason))
+            }
+            let keptBytes = Int(kept.bytesOnDisk)
+            let outcome = try await service.perform {
+                try $0.reschedule(jobID: job.id, token: token, at: at, status: status, error: reason, bytes: keptBytes)
+            }
+            switch outcome {
+            case .queued:
+                stats.retriesScheduled += 1
+                emit(.retryScheduled(jobID: job.id, url: job.url, attempt: job.attempts, delay: delay, reason: reason))
+            case .failed(let finalReason):
+                temp.remove()
+                stats.failed += 1
+                failureReasons[reason, default: 0] += 1
+                emit(.failed(jobID: job.id, url: job.url, reason: finalReason))
+            }
+        }
+    }
+
+    /// Writes what is known of a partial file (bytes, total, validator) for the next attempt.
+    private func record(_ snapshot: DownloadAttempt.Snapshot, lease: Lease) async throws {
+        let progress = Self.progress(snapshot, lease: lease)
+        try await service.perform { try $0.recordProgress([progress]) }
+    }
+
+    private static func progress(_ snapshot: DownloadAttempt.Snapshot, lease: Lease) -> Progress {
+        var etag: String?, lastModified: String?
+        switch snapshot.validator {
+        case .etag(let tag): etag = tag
+        case .lastModified(let date): lastModified = date
+        case nil: break
+        }
+        return Progress(jobID: lease.jobID, token: lease.token, receivedBytes: Int(snapshot.bytesOnDisk),
+                        expectedBytes: snapshot.expectedTotal.map(Int.init), etag: etag, lastModified: lastModified)
+    }
+
+    // MARK: Background upkeep
+
+    /// Writes progress about once a second, renews leases every third of their length, and
+    /// abandons transfers whose lease was lost.
+    private func maintain() async {
+        var lastRenewal = ContinuousClock.now
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(options.progressInterval))
+            do {
+                try await flushProgress()
+                if ContinuousClock.now - lastRenewal >= .seconds(options.leaseDuration / 3) {
+                    lastRenewal = .now
+                    try await renewLeases()
+                }
+                let (counts, waiting) = try await service.perform { queue -> ([JobState: Int], Int) in
+                    let status = try queue.status()
+                    return (status.counts, status.waitingForRetry)
+                }
+                stats.queueCounts = counts
+                stats.waitingForRetry = waiting
+            } catch {
+                emit(.warning("database: \(error)"))
+            }
+        }
+    }
+
+    private func flushProgress() async throws {
+        let updates = active.values.compactMap { job in job.attempt.map { Self.progress($0.snapshot, lease: job.lease) } }
+        guard !updates.isEmpty else { return }
+        try await service.perform { try $0.recordProgress(updates) }
+    }
+
+    private func renewLeases() async throws {
+        let held = active.values.map { (jobID: $0.lease.jobID, token: $0.lease.token) }
+        let milliseconds = Int(options.leaseDuration * 1000)
+        let lost = try await service.perform { try $0.renew(held, leaseMilliseconds: milliseconds) }
+        for id in lost {
+            emit(.warning("job \(id): lease lost (cancelled, or expired); abandoning its transfer"))
+            active[id]?.task?.cancel()
+        }
+    }
+
+    // MARK: Start-up
+
+    /// Hands back at once the jobs of lease holders known to be dead (same machine and boot,
+    /// process gone), so a restart after kill -9 resumes them without waiting for expiry.
+    private func reclaimDeadOwners() async throws {
+        try await service.perform { queue in
+            let dead = try queue.leaseOwners().filter { text in
+                guard let owner = LeaseOwner(text) else { return false }
+                return ProcessIdentity.isDead(owner)
+            }
+            try queue.expireLeases(ofOwners: dead)
+        }
+    }
+
+    /// Removes `.haul-*.part` files that no queued or running job owns any more.
+    private func removeOrphanedTempFiles() async throws {
+        let removed = try await service.perform { queue -> Int in
+            var folders = Set<String>()
+            var keep = Set<String>()
+            try queue.forEachJobDestination { id, destination, state in
+                folders.insert((destination as NSString).deletingLastPathComponent)
+                if state == .queued || state == .running { keep.insert(TempFile(destination: destination, jobID: id).path) }
+            }
+            var removed = 0
+            for folder in folders {
+                guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { continue }
+                for name in names where TempFile.jobID(fromName: name) != nil {
+                    let path = folder + "/" + name
+                    if !keep.contains(path) && unlink(path) == 0 { removed += 1 }
+                }
+            }
+            return removed
+        }
+        if removed > 0 { emit(.warning("removed \(removed) temp files that no job owns any more")) }
+    }
+
+    private func summary() async throws -> RunSummary {
+        var summary = RunSummary()
+        summary.done = stats.done
+        summary.failed = stats.failed
+        summary.retriesScheduled = stats.retriesScheduled
+        summary.bytes = completedBytes
+        summary.elapsed = Date().timeIntervalSince(stats.started)
+        summary.failuresByReason = failureReasons.sorted { $0.value > $1.value || ($0.value == $1.value && $0.key < $1.key) }
+            .map { (reason: $0.key, count: $0.value) }
+        summary.finalCounts = try await service.perform { try $0.status().counts }
+        summary.interrupted = stopping.load(ordering: .sequentiallyConsistent)
+        return summary
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+
+/// How a download run behaves. Defaults match `haul run`'s.
+public struct EngineOptions: Sendable {
+    /// Transfers in flight at once, over all hosts.
+    public var workers = 16
+    /// Transfers in flight at once to one host (counted in the database, over every process).
+    public var perHost = 4
+    public var maxAttempts = 5
+    /// Seconds without a body byte before an attempt is abandoned.
+    public var stallTimeout: TimeInterval = 60
+    /// Seconds one attempt may take in all (nil: no limit).
+    public var totalTimeout: TimeInterval?
+    /// The longest Retry-After honoured, in seconds.
+    public var maxRetryAfter: TimeInterval = 3600
+    /// How long a lease lasts unless renewed; renewed every third of it.
+    public var leaseDuration: TimeInterval = 60
+    /// How often progress (bytes, validators) is written to the database.
+    public var progressInterval: TimeInterval = 1
+
+    public init() {}
+}
+
+/// Something that happened during a run, for the person or script watching.
+public enum EngineEvent: Sendable {
+    case started(jobID: Int, url: String, resumeFrom: Int64)
+    case finished(jobID: Int, url: String, destination: String, bytes: Int64)
+    case retryScheduled(jobID: Int, url: String, attempt: Int, delay: TimeInterval, reason: String)
+    case failed(jobID: Int, url: String, reason: String)
+    case hostPaused(host: String, seconds: TimeInterval, reason: String)
+    case warning(String)
+}
+
+/// Live figures of a run, for a progress display.
+public struct EngineStats: Sendable {
+    public var active = 0
+    public var done = 0
+    public var failed = 0
+    public var retriesScheduled = 0
+    /// Bytes received in this run (resumed bytes already on disk are not counted).
+    public var bytesThisRun: Int64 = 0
+    /// Known totals of the whole queue, refreshed once a second.
+    public var queueCounts: [JobState: Int] = [:]
+    public var waitingForRetry = 0
+    public var started = Date()
+}
+
+/// What a finished run did.
+public struct RunSummary: Sendable {
+    public var done = 0
+    public var failed = 0
+    public var retriesScheduled = 0
+    public var bytes: Int64 = 0
+    public var elapsed: TimeInterval = 0
+    /// Failures of this run grouped by reason, most common first.
+    public var failuresByReason: [(reason: String, count: Int)] = []
+    /// The whole queue at the end.
+    public var finalCounts: [JobState: Int] = [:]
+    /// Set when the run stopped because it was asked to (a signal), not because it finished.
+    public var interrupted = false
+}

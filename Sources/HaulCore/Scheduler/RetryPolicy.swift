@@ -1,0 +1,52 @@
+import Foundation
+
+/// Decides what follows a failed attempt: try again (when, and whether the host must pause and
+/// the partial file be dropped), give up, or hand the job back untouched.
+///
+/// Guarantees: 408, 425, 429, 500, 502, 503, 504 and transport failures are retried; other
+/// statuses, refused redirects and encoded bodies fail at once. A Retry-After in any RFC 9110
+/// form is honoured, capped at `maxRetryAfter`, and pauses the whole host; without one, the
+/// delay is exponential backoff with full jitter.
+public struct RetryPolicy: Sendable {
+    public enum Decision: Sendable, Equatable {
+        /// Try again after `delay` seconds. `pauseHost`: pause every request to the host for that
+        /// long. `discardPartial`: the partial file cannot be continued; drop it and its validator.
+        case retry(delay: TimeInterval, pauseHost: TimeInterval?, discardPartial: Bool)
+        case fail
+        /// Not the job's fault (haul is stopping): hand it back without counting the attempt.
+        case release
+    }
+
+    public static let retryableStatuses: Set<Int> = [408, 425, 429, 500, 502, 503, 504]
+
+    public var backoff: Backoff
+    public var maxRetryAfter: TimeInterval
+
+    public init(backoff: Backoff = Backoff(base: 1, cap: 300), maxRetryAfter: TimeInterval = 3600) {
+        self.backoff = backoff
+        self.maxRetryAfter = maxRetryAfter
+    }
+
+    /// - Parameter attempt: the number of the attempt that just failed (1 for the first).
+    public func decide(_ failure: DownloadAttempt.Failure, attempt: Int, now: Date = Date()) -> Decision {
+        switch failure {
+        case .http(let status, let retryAfter):
+            guard Self.retryableStatuses.contains(status) else { return .fail }
+            if let retryAfter, let delay = RetryAfter.delay(from: retryAfter, now: now) {
+                let capped = min(delay, maxRetryAfter)
+                return .retry(delay: capped, pauseHost: capped > 0 ? capped : nil, discardPartial: false)
+            }
+            return .retry(delay: backoff.delay(afterAttempt: attempt), pauseHost: nil, discardPartial: false)
+        case .transport, .disk, .length:
+            return .retry(delay: backoff.delay(afterAttempt: attempt), pauseHost: nil, discardPartial: false)
+        case .mustRestart:
+            return .retry(delay: 0, pauseHost: nil, discardPartial: true)
+        case .checksum:
+            return .retry(delay: backoff.delay(afterAttempt: attempt), pauseHost: nil, discardPartial: true)
+        case .badRedirect, .encoding:
+            return .fail
+        case .cancelled:
+            return .release
+        }
+    }
+}

@@ -1,0 +1,274 @@
+import Foundation
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One attempt at downloading one job: decides how to resume, checks the response head before
+/// any byte is kept, streams the body into the temp file, verifies it and moves it into place.
+///
+/// Guarantees:
+/// - a non-2xx answer, a non-identity Content-Encoding, or a 206 that does not continue the
+///   partial file exactly (start, total length, validator) writes nothing;
+/// - a partial file is continued only with `Range` + `If-Range` carrying its stored strong
+///   validator; anything else starts from zero, and a partial file that had a validator is
+///   never overwritten in this attempt (the caller first forgets the validator, then starts
+///   over: see `Failure.mustRestart`), so no file is ever spliced from two versions;
+/// - the destination is written only by `TempFile.place`, after the length (and sha256, when
+///   given) checked out.
+public final class DownloadAttempt: BodySink {
+    /// Why an attempt did not place its file. The scheduler's retry policy decides what follows.
+    public enum Failure: Sendable, Equatable, CustomStringConvertible {
+        /// A non-2xx answer (its body was not kept). `retryAfter` is the raw header.
+        case http(status: Int, retryAfter: String?)
+        /// Stall, timeout, refused, reset, truncated, DNS…
+        case transport(String)
+        /// A redirect haul will not follow.
+        case badRedirect(String)
+        /// The server encoded the body although haul asked for identity.
+        case encoding(String)
+        /// The partial file cannot be continued; forget its validator and start from zero.
+        case mustRestart(String)
+        /// The body was shorter or longer than announced.
+        case length(String)
+        case checksum(expected: String, actual: String)
+        /// Writing the temp file or placing it failed (disk full, permissions…).
+        case disk(String)
+        case cancelled
+
+        public var description: String {
+            switch self {
+            case .http(let status, _): return "HTTP \(status) \(HTTPURLResponse.localizedString(forStatusCode: status))"
+            case .transport(let why), .badRedirect(let why), .encoding(let why), .mustRestart(let why),
+                 .length(let why), .disk(let why):
+                return why
+            case .checksum(let expected, let actual): return "sha256 mismatch: expected \(expected), got \(actual)"
+            case .cancelled: return "cancelled"
+            }
+        }
+    }
+
+    public enum Result: Sendable, Equatable {
+        case placed(bytes: Int64, status: Int)
+        case failed(Failure, status: Int?)
+    }
+
+    /// What is known about the partial file, for the database.
+    public struct Snapshot: Sendable, Equatable {
+        public var bytesOnDisk: Int64
+        public var expectedTotal: Int64?
+        public var validator: Validator?
+    }
+
+    private enum Mode { case awaitingHead, writing, alreadyComplete, stopped }
+
+    private struct State {
+        var descriptor: Int32 = -1
+        var mode = Mode.awaitingHead
+        var written: Int64 = 0
+        var expectedTotal: Int64?
+        var validator: Validator?
+        var hasher: SHA256?
+        var failure: Failure?
+        var status: Int?
+    }
+
+    public let temp: TempFile
+    public let expectedSHA256: String?
+    /// Where this attempt continues from (0: from scratch).
+    public let resumeOffset: Int64
+    private let storedValidator: Validator?
+    private let state: Mutex<State>
+
+    /// Opens the temp file and decides whether to resume.
+    /// - Parameters:
+    ///   - storedValidator: the strong validator recorded for the partial file, if any.
+    ///   - storedTotal: the total length recorded for the partial file, if any.
+    public init(temp: TempFile, expectedSHA256: String?, storedValidator: Validator?, storedTotal: Int64?) throws {
+        self.temp = temp
+        self.expectedSHA256 = expectedSHA256
+        let existing = temp.existingLength()
+        let resume = existing > 0 && storedValidator != nil && (storedTotal.map { existing <= $0 } ?? true)
+        self.resumeOffset = resume ? existing : 0
+        self.storedValidator = resume ? storedValidator : nil
+        var initial = State()
+        initial.descriptor = try temp.open(truncate: !resume)
+        initial.written = resumeOffset
+        initial.expectedTotal = resume ? storedTotal : nil
+        initial.validator = self.storedValidator
+        if let expectedSHA256 {
+            _ = expectedSHA256
+            var hasher = SHA256()
+            if resume {
+                do { try Self.hashPrefix(of: temp.path, length: existing, into: &hasher) } catch {
+                    close(initial.descriptor)
+                    throw error
+                }
+            }
+            initial.hasher = hasher
+        }
+        if resume { lseek(initial.descriptor, off_t(existing), SEEK_SET) }
+        state = Mutex(initial)
+    }
+
+    deinit {
+        state.withLock { if $0.descriptor >= 0 { close($0.descriptor) } }
+    }
+
+    /// The request headers this attempt needs (Range and If-Range when resuming).
+    public var requestHeaders: [String: String] {
+        guard resumeOffset > 0, let storedValidator else { return [:] }
+        return ["Range": "bytes=\(resumeOffset)-", "If-Range": storedValidator.headerValue]
+    }
+
+    public var snapshot: Snapshot {
+        state.withLock { Snapshot(bytesOnDisk: $0.written, expectedTotal: $0.expectedTotal, validator: $0.validator) }
+    }
+
+    // MARK: BodySink
+
+    public func head(_ head: ResponseHead) -> HeadDisposition {
+        state.withLock { state in
+            state.status = head.status
+            if let failure = decide(head, &state) {
+                state.failure = failure
+                state.mode = .stopped
+                return .reject(failure.description)
+            }
+            return .accept
+        }
+    }
+
+    public func body(_ bytes: UnsafeRawBufferPointer) throws {
+        try state.withLock { state in
+            guard state.mode == .writing else { return }  // e.g. the body of a 416
+            if let total = state.expectedTotal, state.written + Int64(bytes.count) > total {
+                let failure = Failure.length("server sent more than the announced \(total) bytes")
+                state.failure = failure
+                state.mode = .stopped
+                throw TransferIOError(failure.description)
+            }
+            var offset = 0
+            while offset < bytes.count {
+                let count = write(state.descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    let error = TransferIOError.errno("cannot write \(temp.path)")
+                    state.failure = .disk(error.message)
+                    state.mode = .stopped
+                    throw error
+                }
+                offset += count
+            }
+            state.hasher?.update(bytes)
+            state.written += Int64(bytes.count)
+        }
+    }
+
+    /// Decides, from the head alone, whether the body may be written; nil means yes.
+    private func decide(_ head: ResponseHead, _ state: inout State) -> Failure? {
+        if let encoding = head["content-encoding"]?.trimmingCharacters(in: .whitespaces).lowercased(),
+           !encoding.isEmpty, encoding != "identity" {
+            return .encoding("server sent Content-Encoding: \(encoding) although haul asked for identity; haul keeps only the bytes as sent unencoded")
+        }
+        let fresh = Validator.strong(etag: head["etag"], lastModified: head["last-modified"], date: head["date"])
+        if resumeOffset > 0 {
+            switch head.status {
+            case 206:
+                guard let range = head["content-range"].flatMap(ContentRange.parse),
+                      let first = range.first, let last = range.last, let complete = range.complete else {
+                    return .mustRestart("server answered the resume request with an unusable Content-Range (\(head["content-range"] ?? "none"))")
+                }
+                guard first == resumeOffset, last == complete - 1 else {
+                    return .mustRestart("server sent bytes \(first)-\(last) when asked for \(resumeOffset)-")
+                }
+                if let known = state.expectedTotal, known != complete {
+                    return .mustRestart("the total length changed from \(known) to \(complete) bytes")
+                }
+                if let fresh, fresh != storedValidator {
+                    return .mustRestart("the resource changed (validator \(fresh.headerValue), was \(storedValidator?.headerValue ?? "none"))")
+                }
+                state.expectedTotal = complete
+                state.mode = .writing
+                return nil
+            case 416:
+                let range = head["content-range"].flatMap(ContentRange.parse)
+                if let complete = range?.complete, complete == resumeOffset,
+                   state.expectedTotal == nil || state.expectedTotal == complete {
+                    state.expectedTotal = complete
+                    state.mode = .alreadyComplete
+                    return nil
+                }
+                return .mustRestart("server says 416 (range not satisfiable) for \(resumeOffset) bytes kept; its length is \(range?.complete.map(String.init) ?? "unknown")")
+            case 200..<300:
+                return .mustRestart(head.status == 200
+                    ? "server sent the whole file instead of the rest (it changed, or ignores Range)"
+                    : "server answered the resume request with HTTP \(head.status)")
+            default:
+                return .http(status: head.status, retryAfter: head["retry-after"])
+            }
+        }
+        guard (200..<300).contains(head.status) else {
+            return .http(status: head.status, retryAfter: head["retry-after"])
+        }
+        if head.status == 206 {
+            return .mustRestart("server sent a partial answer (206) to a request for the whole file")
+        }
+        state.expectedTotal = head.contentLength
+        state.validator = fresh
+        state.mode = .writing
+        return nil
+    }
+
+    /// Ends the attempt: verifies and places the file, or says why not. Closes the temp file.
+    public func finish(_ fetch: FetchResult) -> Result {
+        let (failure, status, written, total, digest, descriptor, mode) = state.withLock { state in
+            let digest = state.hasher.map { hasher -> String in var copy = hasher; return copy.finalize() }
+            return (state.failure, state.status, state.written, state.expectedTotal, digest, state.descriptor, state.mode)
+        }
+        defer {
+            state.withLock { state in
+                if state.descriptor >= 0 { close(state.descriptor); state.descriptor = -1 }
+            }
+        }
+        if let failure { return .failed(failure, status: status) }
+        if let fetchFailure = fetch.failure {
+            switch fetchFailure {
+            case .badRedirect(let why): return .failed(.badRedirect(why), status: status)
+            case .cancelled: return .failed(.cancelled, status: status)
+            case .stalled, .timedOut, .transport, .rejected:
+                return .failed(.transport(fetchFailure.description), status: status)
+            }
+        }
+        guard mode == .writing || mode == .alreadyComplete, let status else {
+            return .failed(.transport("the transfer ended without a response"), status: status)
+        }
+        if let total, written != total {
+            return .failed(.length("body ended after \(written) of \(total) bytes"), status: status)
+        }
+        if let expectedSHA256, let digest, digest != expectedSHA256 {
+            return .failed(.checksum(expected: expectedSHA256, actual: digest), status: status)
+        }
+        do {
+            try temp.place(descriptor: descriptor)
+        } catch {
+            return .failed(.disk(String(describing: error)), status: status)
+        }
+        return .placed(bytes: written, status: status)
+    }
+
+    private static func hashPrefix(of path: String, length: Int64, into hasher: inout SHA256) throws {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw TransferIOError.errno("cannot read \(path) to check its sha256") }
+        defer { close(fd) }
+        var remaining = length
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while remaining > 0 {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, min($0.count, Int(remaining))) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw TransferIOError.errno("cannot read \(path) to check its sha256") }
+            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+            remaining -= Int64(count)
+        }
+    }
+}

@@ -1,0 +1,105 @@
+import Foundation
+
+/// The hidden file a download is written to, beside its destination, so the final rename is
+/// atomic (same folder, same file system).
+///
+/// Guarantees: the name is stable for a job and destination (`.haul-<job>-<hash>.part`), so a
+/// later attempt, run or process finds it to resume; `place()` makes the bytes durable (fsync),
+/// renames the file over the destination, then makes the rename durable (fsync of the folder) —
+/// a reader of the destination sees the old state or the whole new file, never a part.
+public struct TempFile: Sendable {
+    public static let prefix = ".haul-"
+    public static let suffix = ".part"
+
+    public let path: String
+    public let destination: String
+
+    public init(destination: String, jobID: Int) {
+        self.destination = destination
+        let folder = (destination as NSString).deletingLastPathComponent
+        let hash = String(FNV1a.hash(destination), radix: 16)
+        path = (folder.isEmpty ? "" : folder + "/") + "\(Self.prefix)\(jobID)-\(hash)\(Self.suffix)"
+    }
+
+    /// The job id a temp file name belongs to, or nil when the name is not a haul temp file.
+    public static func jobID(fromName name: String) -> (jobID: Int, hash: String)? {
+        guard name.hasPrefix(prefix), name.hasSuffix(suffix) else { return nil }
+        let core = name.dropFirst(prefix.count).dropLast(suffix.count)
+        let parts = core.split(separator: "-", maxSplits: 1)
+        guard parts.count == 2, let id = Int(parts[0]) else { return nil }
+        return (id, String(parts[1]))
+    }
+
+    /// Bytes already in the temp file (0 when it does not exist).
+    public func existingLength() -> Int64 {
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return 0 }
+        return Int64(info.st_size)
+    }
+
+    /// Opens the temp file for writing, creating it and its folders (with the user's umask), and
+    /// takes an exclusive lock on it, so two haul processes never write one temp file (the lock
+    /// dies with its process, even on kill -9).
+    /// - Parameter truncate: start from zero bytes (done only once the lock is held).
+    public func open(truncate: Bool) throws -> Int32 {
+        let folder = (path as NSString).deletingLastPathComponent
+        if !folder.isEmpty {
+            do {
+                try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            } catch {
+                throw TransferIOError("cannot create folder \(folder): \((error as NSError).localizedDescription)")
+            }
+        }
+        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o666)
+        guard fd >= 0 else { throw TransferIOError.errno("cannot open temp file \(path)") }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            close(fd)
+            throw TransferIOError("temp file \(path) is being written by another haul process", code: EWOULDBLOCK)
+        }
+        if truncate, ftruncate(fd, 0) != 0 {
+            let error = TransferIOError.errno("cannot empty temp file \(path)")
+            close(fd)
+            throw error
+        }
+        return fd
+    }
+
+    /// Removes the temp file, if any.
+    public func remove() {
+        unlink(path)
+    }
+
+    /// fsync the file, rename it over the destination, fsync the folder.
+    public func place(descriptor fd: Int32) throws {
+        guard fsync(fd) == 0 else { throw TransferIOError.errno("cannot flush \(path) to disk") }
+        var info = stat()
+        if lstat(destination, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+            throw TransferIOError("destination \(destination) is a folder; remove it or choose another out= name")
+        }
+        guard rename(path, destination) == 0 else { throw TransferIOError.errno("cannot move the download to \(destination)") }
+        let folder = (destination as NSString).deletingLastPathComponent
+        let dirFD = Glibc.open(folder.isEmpty ? "." : folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dirFD >= 0 {
+            _ = fsync(dirFD)
+            close(dirFD)
+        }
+    }
+}
+
+/// A file-system failure while downloading; the message names the file and the system's reason.
+public struct TransferIOError: Error, CustomStringConvertible, Sendable {
+    public let message: String
+    public let code: Int32
+
+    public init(_ message: String, code: Int32 = 0) {
+        self.message = message
+        self.code = code
+    }
+
+    static func errno(_ what: String) -> TransferIOError {
+        let code = Glibc.errno
+        return TransferIOError("\(what): \(String(cString: strerror(code)))", code: code)
+    }
+
+    public var description: String { message }
+}

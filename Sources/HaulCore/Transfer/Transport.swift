@@ -1,0 +1,110 @@
+import Foundation
+
+/// One HTTP GET to perform.
+public struct FetchRequest: Sendable {
+    public var url: URL
+    /// Extra request headers (e.g. Range, If-Range). The transport adds its own
+    /// `Accept-Encoding: identity` and `User-Agent`.
+    public var headers: [String: String]
+    /// Cancel when no body byte arrives for this long.
+    public var stallTimeout: TimeInterval
+    /// Cancel when the whole exchange takes longer than this (nil: no limit).
+    public var totalTimeout: TimeInterval?
+
+    public init(url: URL, headers: [String: String] = [:], stallTimeout: TimeInterval = 60, totalTimeout: TimeInterval? = nil) {
+        self.url = url
+        self.headers = headers
+        self.stallTimeout = stallTimeout
+        self.totalTimeout = totalTimeout
+    }
+}
+
+/// The status line and headers of a response. Header names are matched case-insensitively.
+public struct ResponseHead: Sendable, Equatable {
+    public let status: Int
+    /// Header names lower-cased.
+    public let headers: [String: String]
+    /// The URL that answered, after redirects.
+    public let url: URL?
+
+    public init(status: Int, headers: [String: String], url: URL?) {
+        self.status = status
+        var lowered: [String: String] = [:]
+        for (name, value) in headers { lowered[name.lowercased()] = value }
+        self.headers = lowered
+        self.url = url
+    }
+
+    public subscript(_ name: String) -> String? { headers[name.lowercased()] }
+
+    /// Content-Length as a number, when present and well-formed.
+    public var contentLength: Int64? {
+        guard let text = self["content-length"]?.trimmingCharacters(in: .whitespaces),
+              !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return Int64(text)
+    }
+}
+
+/// Why a fetch did not complete.
+public enum FetchFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A redirect haul will not follow (scheme, loop, too many hops). Permanent.
+    case badRedirect(String)
+    /// No byte for the stall timeout.
+    case stalled(TimeInterval)
+    /// The total timeout passed.
+    case timedOut(TimeInterval)
+    /// Connection refused, reset, DNS failure, truncated body…
+    case transport(String)
+    /// The body sink refused the response or a write (its reason).
+    case rejected(String)
+    /// Cancelled by haul (stopping, or the lease was lost).
+    case cancelled
+
+    public var description: String {
+        switch self {
+        case .badRedirect(let why): return why
+        case .stalled(let seconds): return "stalled: no data for \(Int(seconds)) s"
+        case .timedOut(let seconds): return "timed out after \(Int(seconds)) s"
+        case .transport(let why): return why
+        case .rejected(let why): return why
+        case .cancelled: return "cancelled"
+        }
+    }
+}
+
+/// What a transport does with a response, decided by the body sink when the head arrives.
+public enum HeadDisposition: Sendable, Equatable {
+    /// Stream the body to the sink.
+    case accept
+    /// Stop now: the body is not wanted (error page, wrong range…). The reason is kept.
+    case reject(String)
+}
+
+/// Receives one response. A transport calls it from one thread at a time, in order:
+/// `head` once, then `body` zero or more times.
+public protocol BodySink: AnyObject, Sendable {
+    func head(_ head: ResponseHead) -> HeadDisposition
+    /// Takes body bytes; throwing stops the transfer with `.rejected(reason)`.
+    func body(_ bytes: UnsafeRawBufferPointer) throws
+}
+
+/// How a fetch ended. `head` is the final response's head when one arrived.
+public struct FetchResult: Sendable {
+    public let head: ResponseHead?
+    public let failure: FetchFailure?
+
+    public init(head: ResponseHead?, failure: FetchFailure?) {
+        self.head = head
+        self.failure = failure
+    }
+}
+
+/// Something that performs HTTP GETs and streams bodies, so another transport can be added
+/// later. Guarantees of every implementation: only http and https are fetched, redirects
+/// included (at most 10 hops, no loops); the request asks for `Accept-Encoding: identity`;
+/// the body is streamed to the sink as it arrives, never held whole in memory.
+public protocol Transport: Sendable {
+    func fetch(_ request: FetchRequest, into sink: BodySink) async -> FetchResult
+    /// Cancels every fetch in flight.
+    func cancelAll()
+}

@@ -1,0 +1,239 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+
+/// The URLSession (FoundationNetworking) transport: one shared, configured session for every
+/// fetch.
+///
+/// Guarantees: `Accept-Encoding: identity` and `User-Agent: haul/<version>` on every request;
+/// no cache, no cookies; redirects followed only to http/https, at most `maximumRedirects`
+/// hops, never in a loop (a refused redirect fails the fetch with `.badRedirect` and nothing is
+/// requested from its target); a fetch with no body byte for its stall timeout, or over its
+/// total timeout, is cancelled; body bytes go to the sink as they arrive.
+public final class URLSessionTransport: Transport {
+    public static let maximumRedirects = 10
+
+    private let session: URLSession
+    private let delegate: SessionDelegate
+    private let watchdog: Task<Void, Never>
+
+    /// - Parameter maxConnectionsPerHost: the session's connection limit per host.
+    public init(maxConnectionsPerHost: Int = 16, userAgent: String = "haul/\(HaulVersion.string)") {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = maxConnectionsPerHost
+        configuration.requestCachePolicy = .reloadIgnoringLocalAndRemoteCacheData
+        configuration.urlCache = nil
+        configuration.httpShouldSetCookies = false
+        configuration.httpCookieStorage = nil
+        // Our own watchdog enforces stall and total timeouts; these are only a backstop.
+        configuration.timeoutIntervalForRequest = 24 * 3600
+        configuration.timeoutIntervalForResource = 7 * 24 * 3600
+        configuration.httpAdditionalHeaders = ["User-Agent": userAgent, "Accept-Encoding": "identity"]
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        queue.name = "haul.transport"
+        let delegate = SessionDelegate()
+        self.delegate = delegate
+        self.session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: queue)
+        watchdog = Task.detached { [weak delegate] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(250))
+                guard let delegate else { return }
+                delegate.enforceTimeouts()
+            }
+        }
+    }
+
+    deinit {
+        watchdog.cancel()
+        session.invalidateAndCancel()
+    }
+
+    public func fetch(_ request: FetchRequest, into sink: BodySink) async -> FetchResult {
+        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            return FetchResult(head: nil, failure: .badRedirect("refused to fetch a \(request.url.scheme ?? "scheme-less") URL: only http and https are fetched"))
+        }
+        var urlRequest = URLRequest(url: request.url)
+        urlRequest.httpMethod = "GET"
+        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        urlRequest.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        let task = session.dataTask(with: urlRequest)
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                delegate.register(task: task, request: request, sink: sink, continuation: continuation)
+                task.resume()
+            }
+        } onCancel: {
+            delegate.cancel(taskIdentifier: task.taskIdentifier)
+        }
+    }
+
+    public func cancelAll() {
+        delegate.cancelAll()
+    }
+}
+
+/// Per-task state and the URLSession callbacks. All callbacks for the session run on its serial
+/// delegate queue; the watchdog and cancellations run elsewhere, so the table is under a mutex.
+private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
+    private struct Entry {
+        let task: URLSessionTask
+        let sink: BodySink
+        let request: FetchRequest
+        let continuation: CheckedContinuation<FetchResult, Never>
+        let started: ContinuousClock.Instant
+        var lastActivity: ContinuousClock.Instant
+        var head: ResponseHead?
+        var failure: FetchFailure?
+        var visited: Set<String>
+        var hops = 0
+    }
+
+    private let entries = Mutex<[Int: Entry]>([:])
+
+    func register(task: URLSessionTask, request: FetchRequest, sink: BodySink,
+                  continuation: CheckedContinuation<FetchResult, Never>) {
+        let now = ContinuousClock.now
+        // @unchecked-free: URLSessionTask is Sendable in FoundationNetworking.
+        entries.withLock {
+            $0[task.taskIdentifier] = Entry(task: task, sink: sink, request: request, continuation: continuation,
+                                            started: now, lastActivity: now, visited: [request.url.absoluteString])
+        }
+    }
+
+    /// Marks a task as failed for `reason` (unless it already failed) and cancels it.
+    private func stop(_ identifier: Int, _ failure: FetchFailure) {
+        let task: URLSessionTask? = entries.withLock { table in
+            guard var entry = table[identifier] else { return nil }
+            if entry.failure == nil { entry.failure = failure }
+            table[identifier] = entry
+            return entry.task
+        }
+        task?.cancel()
+    }
+
+    func cancel(taskIdentifier: Int) { stop(taskIdentifier, .cancelled) }
+
+    func cancelAll() {
+        let ids = entries.withLock { Array($0.keys) }
+        for id in ids { stop(id, .cancelled) }
+    }
+
+    func enforceTimeouts() {
+        let now = ContinuousClock.now
+        var expired: [(Int, FetchFailure)] = []
+        entries.withLock { table in
+            for (id, entry) in table where entry.failure == nil {
+                if let total = entry.request.totalTimeout, now - entry.started > .seconds(total) {
+                    expired.append((id, .timedOut(total)))
+                } else if now - entry.lastActivity > .seconds(entry.request.stallTimeout) {
+                    expired.append((id, .stalled(entry.request.stallTimeout)))
+                }
+            }
+        }
+        for (id, failure) in expired { stop(id, failure) }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        let id = task.taskIdentifier
+        let target = request.url
+        let refusal: String? = entries.withLock { table in
+            guard var entry = table[id] else { return "unknown task" }
+            entry.hops += 1
+            entry.lastActivity = .now
+            defer { table[id] = entry }
+            guard let target else { return "redirect without a usable Location" }
+            let shown = HTTPURL.redact(target.absoluteString)
+            guard let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+                return "redirect to \(shown) refused: only http and https are fetched"
+            }
+            if entry.hops > URLSessionTransport.maximumRedirects {
+                return "more than \(URLSessionTransport.maximumRedirects) redirects (the last to \(shown))"
+            }
+            if !entry.visited.insert(target.absoluteString).inserted {
+                return "redirect loop (back to \(shown))"
+            }
+            return nil
+        }
+        if let refusal {
+            stop(id, .badRedirect(refusal))
+            completionHandler(nil)
+            return
+        }
+        completionHandler(request)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                    completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+        let id = dataTask.taskIdentifier
+        guard let http = response as? HTTPURLResponse else {
+            stop(id, .transport("not an HTTP response"))
+            completionHandler(.cancel)
+            return
+        }
+        var headers: [String: String] = [:]
+        for (name, value) in http.allHeaderFields {
+            if let name = name as? String, let value = value as? String { headers[name] = value }
+        }
+        let head = ResponseHead(status: http.statusCode, headers: headers, url: http.url)
+        let sink: BodySink? = entries.withLock { table in
+            guard var entry = table[id], entry.failure == nil else { return nil }
+            entry.head = head
+            entry.lastActivity = .now
+            table[id] = entry
+            return entry.sink
+        }
+        guard let sink else { completionHandler(.cancel); return }
+        switch sink.head(head) {
+        case .accept:
+            completionHandler(.allow)
+        case .reject(let reason):
+            stop(id, .rejected(reason))
+            completionHandler(.cancel)
+        }
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        let id = dataTask.taskIdentifier
+        let sink: BodySink? = entries.withLock { table in
+            guard var entry = table[id], entry.failure == nil else { return nil }
+            entry.lastActivity = .now
+            table[id] = entry
+            return entry.sink
+        }
+        guard let sink else { return }
+        do {
+            try data.withUnsafeBytes { try sink.body($0) }
+        } catch {
+            stop(id, .rejected(String(describing: error)))
+        }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let id = task.taskIdentifier
+        guard let entry = entries.withLock({ $0.removeValue(forKey: id) }) else { return }
+        var failure = entry.failure
+        if failure == nil, let error {
+            failure = .transport(Self.describe(error))
+        }
+        entry.continuation.resume(returning: FetchResult(head: entry.head, failure: failure))
+    }
+
+    static func describe(_ error: any Error) -> String {
+        guard let urlError = error as? URLError else { return String(describing: error) }
+        switch urlError.code {
+        case .cannotConnectToHost: return "connection refused"
+        case .cannotFindHost, .dnsLookupFailed: return "host not found (DNS)"
+        case .networkConnectionLost: return "connection lost mid-transfer"
+        case .timedOut: return "timed out"
+        case .notConnectedToInternet: return "network unreachable"
+        case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
+             .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot:
+            return "TLS failure: \(urlError.localizedDescription)"
+        default: return "transfer failed: \(urlError.localizedDescription) (URLError \(urlError.code.rawValue))"
+        }
+    }
+}

@@ -1,0 +1,30 @@
+import Foundation
+import HaulCore
+
+enum GetCommand: Command {
+    static let spec = CommandSpec(
+        name: "get",
+        abstract: "Queue URLs and download them in one step (running it again resumes).",
+        arguments: "[URL…]",
+        options: AddCommand.spec.options.filter { $0.names != ["--json"] } + RunCommand.runOptions,
+        discussion: """
+            The same as `haul add` followed by `haul run`. Rejected input lines are reported and
+            skipped; the valid ones are downloaded. With no URLs and no -i, it resumes the queue.
+            Exit status: 0 when nothing was rejected and no job failed, 1 otherwise.
+            """)
+
+    static func run(_ arguments: ParsedArguments) throws -> Int32 {
+        let options = try RunCommand.engineOptions(arguments, spec: spec)
+        var rejected = 0
+        if !arguments.positionals.isEmpty || arguments.value("--input") != nil {
+            let summary = try AddCommand.importInput(arguments, spec: spec)
+            rejected = summary.rejected
+            if !arguments.flag("--json") && !arguments.flag("--quiet") {
+                Console.error("queued: added \(summary.added), already queued \(summary.alreadyQueued), rejected \(summary.rejected)")
+            }
+        }
+        let queue = try openQueue(arguments)
+        let code = try RunCommand.download(queue: queue, options: options, arguments: arguments)
+        return code == 0 && rejected > 0 ? 1 : code
+    }
+}

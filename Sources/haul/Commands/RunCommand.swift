@@ -1,0 +1,105 @@
+import Dispatch
+import Foundation
+import HaulCore
+
+enum RunCommand: Command {
+    static let runOptions: [CommandSpec.Option] = [
+        .init(names: ["-j", "--jobs"], value: "N", help: "Transfers at once, over all hosts (default 16)."),
+        .init(names: ["--per-host"], value: "N", help: "Transfers at once to one host, over every haul process (default 4)."),
+        .init(names: ["--max-attempts"], value: "N", help: "Attempts per job before it fails (default 5)."),
+        .init(names: ["--stall"], value: "SECONDS", help: "Abandon an attempt after this long without data (default 60)."),
+        .init(names: ["--timeout"], value: "SECONDS", help: "Abandon an attempt after this long in all (default: none)."),
+        .init(names: ["--max-retry-after"], value: "SECONDS", help: "Honour a server's Retry-After up to this long (default 3600)."),
+        .init(names: ["-q", "--quiet"], value: nil, help: "Print only the final summary."),
+        .init(names: ["--json"], value: nil, help: "Print one JSON object per event, and the summary, on stdout."),
+    ]
+
+    static let spec = CommandSpec(
+        name: "run",
+        abstract: "Download every queued job; wait for retries; print a summary.",
+        arguments: "",
+        options: runOptions,
+        discussion: """
+            Runs until every job is done, failed or cancelled. Files are written to a hidden temp
+            file beside the destination and moved into place only once complete and verified.
+            Interrupted transfers resume where they stopped (Range + If-Range). Ctrl-C stops
+            cleanly (jobs go back to the queue; press it again to quit at once).
+            Exit status: 0 when no job failed, 1 when some did, 130/143 when interrupted.
+            """)
+
+    static func run(_ arguments: ParsedArguments) throws -> Int32 {
+        try requireNoPositionals(arguments)
+        let queue = try openQueue(arguments)
+        return try download(queue: queue, options: try engineOptions(arguments, spec: spec), arguments: arguments)
+    }
+
+    static func engineOptions(_ arguments: ParsedArguments, spec: CommandSpec) throws -> EngineOptions {
+        var options = EngineOptions()
+        if let value = try CommandLineParser.positiveInt(arguments, "--jobs", spec: spec) { options.workers = value }
+        if let value = try CommandLineParser.positiveInt(arguments, "--per-host", spec: spec) { options.perHost = value }
+        if let value = try CommandLineParser.positiveInt(arguments, "--max-attempts", spec: spec) { options.maxAttempts = value }
+        if let value = try seconds(arguments, "--stall", spec: spec) { options.stallTimeout = value }
+        if let value = try seconds(arguments, "--timeout", spec: spec) { options.totalTimeout = value }
+        if let value = try seconds(arguments, "--max-retry-after", spec: spec, allowZero: true) { options.maxRetryAfter = value }
+        return options
+    }
+
+    private static func seconds(_ arguments: ParsedArguments, _ name: String, spec: CommandSpec, allowZero: Bool = false) throws -> Double? {
+        guard let text = arguments.value(name) else { return nil }
+        guard let value = Double(text), value.isFinite, allowZero ? value >= 0 : value > 0 else {
+            throw UsageError(message: "'\(name)' needs a number of seconds\(allowZero ? "" : " greater than 0"), not '\(text)'", spec: spec)
+        }
+        return value
+    }
+
+    /// Runs the engine on `queue` until it finishes or is interrupted; returns the exit code.
+    static func download(queue: JobQueue, options: EngineOptions, arguments: ParsedArguments) throws -> Int32 {
+        let mode: RunReporter.Mode = arguments.flag("--json") ? .json
+            : arguments.flag("--quiet") ? .quiet
+            : isatty(STDERR_FILENO) == 1 ? .terminal : .plain
+        let reporter = RunReporter(mode: mode)
+        let transport = URLSessionTransport(maxConnectionsPerHost: max(options.perHost, 1))
+        let engine = DownloadEngine(service: QueueService(queue), transport: transport, options: options) { event in
+            reporter.report(event)
+        }
+        let signals = SignalWatcher { number in
+            reporter.interrupted(signal: number)
+            engine.stop()
+        }
+        let outcome = RunOutcome()
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            let display = mode == .terminal ? Task {
+                while !Task.isCancelled {
+                    reporter.showProgress(await engine.currentStats())
+                    try? await Task.sleep(for: .milliseconds(250))
+                }
+            } : nil
+            do {
+                outcome.set(.success(try await engine.run()))
+            } catch {
+                outcome.set(.failure(error))
+            }
+            display?.cancel()
+            done.signal()
+        }
+        done.wait()
+        withExtendedLifetime(signals) {}
+        let summary = try outcome.get()
+        reporter.finish(summary)
+        if summary.interrupted { return signals.exitCode }
+        return (summary.finalCounts[.failed] ?? 0) == 0 ? 0 : 1
+    }
+}
+
+/// The result of the engine's run, handed from its task to the waiting main thread.
+final class RunOutcome: Sendable {
+    private let value = Mutex<Result<RunSummary, any Error>?>(nil)
+    func set(_ result: Result<RunSummary, any Error>) { value.withLock { $0 = result } }
+    func get() throws -> RunSummary {
+        guard let result = value.withLock({ $0 }) else { throw CommandFailure(message: "the run ended without a result") }
+        return try result.get()
+    }
+}
+
+import Synchronization

@@ -1,0 +1,149 @@
+import Foundation
+import HaulCore
+import Synchronization
+
+/// Shows a run to a person or a script: a live status line on a terminal, plain lines when not,
+/// JSON lines with --json, and always a final summary. URLs are shown redacted.
+/// Called from several threads; output is serialised by a lock.
+final class RunReporter: Sendable {
+    enum Mode: Sendable { case terminal, plain, json, quiet }
+
+    let mode: Mode
+    private struct State {
+        var lineShown = false
+        var lastDone = 0
+        var rateStart: (Date, Int)? = nil
+    }
+    private let state = Mutex(State())
+
+    init(mode: Mode) { self.mode = mode }
+
+    func report(_ event: EngineEvent) {
+        switch mode {
+        case .quiet: return
+        case .json: emitJSON(event)
+        case .plain: if let line = Self.line(for: event, verbose: true) { write(line + "\n", to: STDOUT_FILENO) }
+        case .terminal: if let line = Self.line(for: event, verbose: false) { aboveStatusLine(line) }
+        }
+    }
+
+    static func line(for event: EngineEvent, verbose: Bool) -> String? {
+        switch event {
+        case .started: return nil
+        case .finished(let id, let url, let destination, let bytes):
+            return verbose ? "done    #\(id) \(HTTPURL.redact(url)) → \(destination) (\(bytes) bytes)" : nil
+        case .retryScheduled(let id, let url, let attempt, let delay, let reason):
+            return verbose ? "retry   #\(id) \(HTTPURL.redact(url)) in \(String(format: "%.1f", delay)) s after attempt \(attempt): \(HTTPURL.redact(reason))" : nil
+        case .failed(let id, let url, let reason):
+            return "failed  #\(id) \(HTTPURL.redact(url)): \(HTTPURL.redact(reason))"
+        case .hostPaused(let host, let seconds, let reason):
+            return "paused  \(host) for \(String(format: "%.0f", seconds)) s (Retry-After after \(HTTPURL.redact(reason)))"
+        case .warning(let text):
+            return "warning \(HTTPURL.redact(text))"
+        }
+    }
+
+    private func emitJSON(_ event: EngineEvent) {
+        let object: JSON
+        switch event {
+        case .started(let id, let url, let from):
+            object = .object([("event", .string("started")), ("id", .int(id)), ("url", .string(HTTPURL.redact(url))), ("resume_from", .int(Int(from)))])
+        case .finished(let id, let url, let destination, let bytes):
+            object = .object([("event", .string("done")), ("id", .int(id)), ("url", .string(HTTPURL.redact(url))),
+                              ("destination", .string(destination)), ("bytes", .int(Int(bytes)))])
+        case .retryScheduled(let id, let url, let attempt, let delay, let reason):
+            object = .object([("event", .string("retry")), ("id", .int(id)), ("url", .string(HTTPURL.redact(url))),
+                              ("attempt", .int(attempt)), ("delay_ms", .int(Int(delay * 1000))), ("reason", .string(HTTPURL.redact(reason)))])
+        case .failed(let id, let url, let reason):
+            object = .object([("event", .string("failed")), ("id", .int(id)), ("url", .string(HTTPURL.redact(url))), ("reason", .string(HTTPURL.redact(reason)))])
+        case .hostPaused(let host, let seconds, let reason):
+            object = .object([("event", .string("host_paused")), ("host", .string(host)), ("seconds", .int(Int(seconds))), ("reason", .string(HTTPURL.redact(reason)))])
+        case .warning(let text):
+            object = .object([("event", .string("warning")), ("message", .string(HTTPURL.redact(text)))])
+        }
+        write(object.text + "\n", to: STDOUT_FILENO)
+    }
+
+    func interrupted(signal: Int32) {
+        let text = "haul: \(signal == SIGINT ? "interrupted" : "terminated"); handing running jobs back to the queue (again to quit at once)"
+        if mode == .terminal { aboveStatusLine(text) } else if mode != .json { write(text + "\n", to: STDERR_FILENO) }
+    }
+
+    /// Redraws the one live status line (terminal mode only).
+    func showProgress(_ stats: EngineStats) {
+        guard mode == .terminal else { return }
+        let total = stats.queueCounts.values.reduce(0, +)
+        let finished = (stats.queueCounts[.done] ?? 0) + (stats.queueCounts[.failed] ?? 0) + (stats.queueCounts[.cancelled] ?? 0)
+        let elapsed = max(Date().timeIntervalSince(stats.started), 0.001)
+        let rate = Double(stats.bytesThisRun) / elapsed
+        let jobRate = Double(stats.done + stats.failed) / elapsed
+        var eta = "?"
+        if jobRate > 0 && total > finished {
+            eta = Self.duration(Double(total - finished) / jobRate)
+        }
+        let line = "[\(finished)/\(total)] \(Format.bytes(Int(stats.bytesThisRun))) at \(Format.bytes(Int(rate)))/s, ETA \(eta), active \(stats.active), waiting to retry \(stats.waitingForRetry)"
+        state.withLock { state in
+            state.lineShown = true
+            Self.writeRaw("\r\u{1B}[K" + line, to: STDERR_FILENO)
+        }
+    }
+
+    func finish(_ summary: RunSummary) {
+        clearStatusLine()
+        if mode == .json {
+            write(JSON.object([
+                ("event", .string("summary")),
+                ("done", .int(summary.done)), ("failed", .int(summary.failed)), ("retries", .int(summary.retriesScheduled)),
+                ("bytes", .int(Int(summary.bytes))), ("elapsed_ms", .int(Int(summary.elapsed * 1000))),
+                ("interrupted", .bool(summary.interrupted)),
+                ("counts", .object(JobState.allCases.map { ($0.rawValue, .int(summary.finalCounts[$0] ?? 0)) })),
+                ("failures", .array(summary.failuresByReason.map { .object([("reason", .string(HTTPURL.redact($0.reason))), ("count", .int($0.count))]) })),
+            ]).text + "\n", to: STDOUT_FILENO)
+            return
+        }
+        let rate = summary.elapsed > 0 ? Double(summary.bytes) / summary.elapsed : 0
+        var text = "\(summary.interrupted ? "stopped" : "finished"): \(summary.done) done, \(summary.failed) failed, \(summary.retriesScheduled) retries; "
+        text += "\(Format.bytes(Int(summary.bytes))) in \(Self.duration(summary.elapsed)) (\(Format.bytes(Int(rate)))/s)\n"
+        let counts = JobState.allCases.map { "\($0.rawValue) \(summary.finalCounts[$0] ?? 0)" }.joined(separator: ", ")
+        text += "queue: \(counts)\n"
+        for failure in summary.failuresByReason.prefix(10) {
+            text += "  \(failure.count) × \(HTTPURL.redact(failure.reason))\n"
+        }
+        write(text, to: STDOUT_FILENO)
+    }
+
+    private func aboveStatusLine(_ text: String) {
+        state.withLock { state in
+            let prefix = state.lineShown ? "\r\u{1B}[K" : ""
+            state.lineShown = false
+            Self.writeRaw(prefix + text + "\n", to: STDERR_FILENO)
+        }
+    }
+
+    private func clearStatusLine() {
+        state.withLock { state in
+            if state.lineShown { Self.writeRaw("\r\u{1B}[K", to: STDERR_FILENO) }
+            state.lineShown = false
+        }
+    }
+
+    private func write(_ text: String, to descriptor: Int32) {
+        state.withLock { _ in Self.writeRaw(text, to: descriptor) }
+    }
+
+    private static func writeRaw(_ text: String, to descriptor: Int32) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let count = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 { if errno == EINTR { continue } else { return } }
+            bytes = bytes.dropFirst(count)
+        }
+    }
+
+    static func duration(_ seconds: Double) -> String {
+        if seconds < 60 { return String(format: "%.1f s", seconds) }
+        let whole = Int(seconds)
+        if whole < 3600 { return "\(whole / 60)m\(String(format: "%02d", whole % 60))s" }
+        return "\(whole / 3600)h\(String(format: "%02d", (whole % 3600) / 60))m"
+    }
+}
