@@ -64,7 +64,7 @@ public struct DestinationResolver: Sendable {
         }
         guard !components.isEmpty else { throw .emptyOutPath }
         for component in components where component.utf8.count > 255 { throw .nameTooLong(component.utf8.count) }
-        return try check(directory + "/" + components.joined(separator: "/"))
+        return try check((directory == "/" ? "" : directory) + "/" + components.joined(separator: "/"))
     }
 
     /// Final checks on a lexically built path: its length, its name, and that no symbolic link

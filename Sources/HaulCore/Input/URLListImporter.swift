@@ -24,7 +24,7 @@ public struct URLListImporter {
     /// Called for every rejected line with its number and reason, in line order.
     public let onRejection: (_ line: Int, _ reason: InputLine.Rejection, _ text: String?) -> Void
 
-    public init(queue: JobQueue, resolver: DestinationResolver, batchSize: Int = 20_000,
+    public init(queue: JobQueue, resolver: DestinationResolver, batchSize: Int = 100_000,
                 maximumLineLength: Int = 16 * 1024, maxAttempts: Int = 5,
                 onRejection: @escaping (_ line: Int, _ reason: InputLine.Rejection, _ text: String?) -> Void) {
         self.queue = queue
@@ -50,7 +50,7 @@ public struct URLListImporter {
                     case .bytes(let bytes):
                         batch.take(bytes, lineNumber: reader.lineNumber, resolver: resolver)
                     }
-                    if batch.size >= batchSize {
+                    if batch.isFull(lines: batchSize) {
                         guard channel.send(.batch(batch)) else { return }
                         batch = ParsedBatch()
                     }
@@ -82,7 +82,7 @@ public struct URLListImporter {
             } else {
                 batch.take(bytes, lineNumber: index + 1, resolver: resolver)
             }
-            if batch.size >= batchSize {
+            if batch.isFull(lines: batchSize) {
                 try flush(batch, into: &summary)
                 batch = ParsedBatch()
             }
@@ -92,7 +92,7 @@ public struct URLListImporter {
 
     /// Writes one batch and reports its rejections, in line order.
     private func flush(_ batch: ParsedBatch, into summary: inout Summary) throws {
-        let outcomes = batch.lines.isEmpty ? [] : try queue.add(batch.lines, maxAttempts: maxAttempts)
+        let outcomes = batch.jobs.isEmpty ? [] : try queue.add(batch.jobs, maxAttempts: maxAttempts)
         var pending = batch.rejections[...]
         for (index, outcome) in outcomes.enumerated() {
             let number = batch.numbers[index]
@@ -105,7 +105,7 @@ public struct URLListImporter {
             case .added: summary.added += 1
             case .alreadyQueued: summary.alreadyQueued += 1
             case .rejected(let reason):
-                onRejection(number, reason, batch.lines[index].url.string)
+                onRejection(number, reason, batch.jobs.url(index))
                 summary.rejected += 1
             }
         }
@@ -118,16 +118,23 @@ public struct URLListImporter {
 
 /// Parsed lines waiting for their transaction, and rejections waiting to be reported in order.
 struct ParsedBatch: Sendable {
-    var lines: [InputLine] = []
+    /// A batch is sent once its text reaches this size, however few its lines, so memory stays
+    /// bounded even when lines are long.
+    static let textLimit = 16 << 20
+
+    var jobs = JobBatch()
+    /// The line number of each of `jobs`' entries.
     var numbers: [Int] = []
     var rejections: [(line: Int, reason: InputLine.Rejection, text: String?)] = []
 
-    var size: Int { lines.count + rejections.count }
+    var size: Int { jobs.count + rejections.count }
+    /// Whether the batch should be written now: `lines` lines, or too much text.
+    func isFull(lines: Int) -> Bool { size >= lines || jobs.textBytes >= Self.textLimit }
 
     mutating func take(_ bytes: [UInt8], lineNumber: Int, resolver: DestinationResolver) {
         do throws(InputLine.Rejection) {
             guard let line = try InputLine.parse(bytes, resolver: resolver) else { return }
-            lines.append(line)
+            jobs.append(line)
             numbers.append(lineNumber)
         } catch {
             let text = String(validating: bytes, as: UTF8.self).flatMap { $0.contains("\0") ? nil : $0 }

@@ -73,6 +73,38 @@ extension JobQueue {
         }
     }
 
+    /// One finished job for `completeAll`.
+    public struct Completion: Sendable {
+        public var jobID: Int
+        public var token: String
+        public var status: Int
+        public var bytes: Int
+
+        public init(jobID: Int, token: String, status: Int, bytes: Int) {
+            self.jobID = jobID
+            self.token = token
+            self.status = status
+            self.bytes = bytes
+        }
+    }
+
+    /// Marks many jobs done in one transaction; returns the ids whose lease was no longer held
+    /// (those are left as they are).
+    public func completeAll(_ completions: [Completion]) throws -> [Int] {
+        guard !completions.isEmpty else { return [] }
+        return try database.transaction(.write) {
+            var stale: [Int] = []
+            for completion in completions {
+                do {
+                    try complete(jobID: completion.jobID, token: completion.token, status: completion.status, bytes: completion.bytes)
+                } catch is StaleLeaseError {
+                    stale.append(completion.jobID)
+                }
+            }
+            return stale
+        }
+    }
+
     /// Puts a job back in the queue to be tried again at `at` (Unix ms) — or fails it when it
     /// has used all its attempts. Throws `StaleLeaseError` when `token` no longer holds it.
     @discardableResult

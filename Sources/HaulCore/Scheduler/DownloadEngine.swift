@@ -30,6 +30,10 @@ public actor DownloadEngine {
     private let wake = WakeSignal()
     private let stopping = Atomic<Bool>(false)
     private var active: [Int: ActiveJob] = [:]
+    /// Claimed jobs waiting for a free worker.
+    private var ready: [Lease] = []
+    private var pendingCompletions: [PendingCompletion] = []
+    private var oldestPending = ContinuousClock.now
     private var stats = EngineStats()
     private var completedBytes: Int64 = 0
     private var failureReasons: [String: Int] = [:]
@@ -70,16 +74,27 @@ public actor DownloadEngine {
         defer { background.cancel() }
 
         while !stopping.load(ordering: .sequentiallyConsistent) {
-            let free = options.workers - active.count
+            // Claim ahead in batches (one transaction for many jobs): keep up to two rounds of
+            // work in hand. Claimed jobs count against the per-host cap at once, so holding them
+            // before they start never lets more requests reach a host than the cap.
+            let held = active.count + ready.count
+            let wantClaim = ready.count < max(1, options.workers / 2) && held < 2 * options.workers
+            // Done jobs count against their host's cap until recorded, so record them whenever
+            // a worker is idle for want of work, or the batch is full or old enough.
+            let idle = ready.isEmpty && active.count < options.workers
+            let wantFlush = !pendingCompletions.isEmpty && (idle || pendingCompletions.count >= Self.completionBatch
+                || ContinuousClock.now - oldestPending >= Self.completionDelay)
             var claimed: [Lease] = []
-            if free > 0 {
-                let request = ClaimRequest(limit: free, perHostCap: options.perHost,
+            if wantClaim || wantFlush {
+                let request = ClaimRequest(limit: wantClaim ? 2 * options.workers - held : 0, perHostCap: options.perHost,
                                            leaseMilliseconds: Int(options.leaseDuration * 1000),
                                            owner: owner, maxAttempts: options.maxAttempts)
-                claimed = try await service.perform { try $0.claim(request) }
-                for lease in claimed { start(lease) }
+                claimed = try await recordAndClaim(flush: wantFlush, request)
+                ready.append(contentsOf: claimed)
             }
-            if active.isEmpty && claimed.isEmpty {
+            while active.count < options.workers, !ready.isEmpty { start(ready.removeFirst()) }
+            if wantFlush && claimed.isEmpty && wantClaim { continue }  // the cap may have room now
+            if active.isEmpty && ready.isEmpty && claimed.isEmpty && pendingCompletions.isEmpty {
                 let (unfinished, wakeAt) = try await service.perform { queue in
                     (try queue.unfinishedCount(), try queue.nextWakeTime())
                 }
@@ -88,15 +103,97 @@ public actor DownloadEngine {
                 let now = Int(Date().timeIntervalSince1970 * 1000)
                 let delay = min(1000, max(10, (wakeAt ?? now + 1000) - now))
                 await wake.wait(timeout: .milliseconds(delay))
-            } else if claimed.count < free || free == 0 {
-                // Full, or nothing more claimable now: wait for a transfer to end (or a second).
-                await wake.wait(timeout: .seconds(1))
+            } else if active.count >= options.workers || ready.isEmpty {
+                // Full, or nothing more claimable now: wait for a transfer to end.
+                await wake.wait(timeout: pendingCompletions.isEmpty ? .seconds(1) : Self.completionDelay)
             }
         }
-        // Stopping: wait for the cancelled transfers to hand their jobs back.
-        while !active.isEmpty { await wake.wait(timeout: .milliseconds(100)) }
+        // Stopping: hand back what was claimed but not started, and wait for the cancelled
+        // transfers to hand back theirs.
+        let unstarted = ready
+        ready.removeAll()
+        for lease in unstarted {
+            _ = try? await service.perform { try $0.release(jobID: lease.jobID, token: lease.token, reason: "interrupted: haul was stopped") }
+        }
+        while !active.isEmpty {
+            await wake.wait(timeout: .milliseconds(100))
+            await flushCompletions()
+        }
+        await flushCompletions()
         try await flushProgress()
         return try await summary()
+    }
+
+    /// Placed files whose jobs are marked done in one transaction, once their folders are synced.
+    private struct PendingCompletion {
+        let lease: Lease
+        let status: Int
+        let bytes: Int64
+        let resumeFrom: Int64
+    }
+
+    static let completionBatch = 64
+    static let completionDelay = Duration.milliseconds(25)
+
+    /// Records the pending completions (see `flushCompletions`) and claims more jobs, in one
+    /// transaction.
+    private func recordAndClaim(flush: Bool, _ request: ClaimRequest) async throws -> [Lease] {
+        let batch = flush ? pendingCompletions : []
+        if flush { pendingCompletions.removeAll() }
+        let completions = await prepare(batch)
+        do {
+            let (stale, leases) = try await service.perform { queue -> ([Int], [Lease]) in
+                try queue.database.transaction(.write) {
+                    (try queue.completeAll(completions), try queue.claim(request))
+                }
+            }
+            report(batch, stale: Set(stale))
+            return leases
+        } catch {
+            if !batch.isEmpty {
+                emit(.warning("cannot record \(batch.count) finished jobs in the database: \(error); they will be fetched again"))
+            }
+            throw error
+        }
+    }
+
+    /// Syncs the folders of placed files (making their renames durable), then marks their jobs
+    /// done — in that order, so a job is never done before its file is safely in place.
+    private func flushCompletions() async {
+        guard !pendingCompletions.isEmpty else { return }
+        let batch = pendingCompletions
+        pendingCompletions.removeAll()
+        let completions = await prepare(batch)
+        do {
+            let stale = try await service.perform { try $0.completeAll(completions) }
+            report(batch, stale: Set(stale))
+        } catch {
+            emit(.warning("cannot record \(batch.count) finished jobs in the database: \(error); they will be fetched again"))
+        }
+    }
+
+    /// Syncs the folders the batch's files were renamed into, and returns its completions.
+    private func prepare(_ batch: [PendingCompletion]) async -> [JobQueue.Completion] {
+        guard !batch.isEmpty else { return [] }
+        var folders = Set<String>()
+        for item in batch { folders.insert((item.lease.job.destination as NSString).deletingLastPathComponent) }
+        await Task.detached { for folder in folders { TempFile.syncFolder(of: folder + "/x") } }.value
+        return batch.map {
+            JobQueue.Completion(jobID: $0.lease.jobID, token: $0.lease.token, status: $0.status, bytes: Int($0.bytes))
+        }
+    }
+
+    private func report(_ batch: [PendingCompletion], stale: Set<Int>) {
+        for item in batch {
+            let job = item.lease.job
+            if stale.contains(job.id) {
+                emit(.warning("job \(job.id): lease lost (cancelled, or taken back after expiry); its file was placed but the job keeps its state"))
+                continue
+            }
+            stats.done += 1
+            completedBytes += item.bytes - item.resumeFrom
+            emit(.finished(jobID: job.id, url: job.url, destination: job.destination, bytes: item.bytes))
+        }
     }
 
     // MARK: Jobs
@@ -106,7 +203,8 @@ public actor DownloadEngine {
         active[lease.jobID]?.task = Task { await self.perform(lease) }
     }
 
-    private func perform(_ lease: Lease) async {
+    /// Runs one attempt. File work (writing, fsync, rename) happens here, off the actor.
+    private nonisolated func perform(_ lease: Lease) async {
         let job = lease.job
         let temp = TempFile(destination: job.destination, jobID: job.id)
         let storedValidator: Validator? = job.etag.map(Validator.etag) ?? job.lastModified.map(Validator.lastModified)
@@ -114,15 +212,26 @@ public actor DownloadEngine {
         var resumeFrom: Int64 = 0
         if let url = URL(string: job.url) {
             do {
-                let attempt = try DownloadAttempt(temp: temp, expectedSHA256: job.sha256, storedValidator: storedValidator,
-                                                  storedTotal: job.expectedBytes.map(Int64.init))
+                let service = self.service
+                let emit = self.emit
+                let attempt = try DownloadAttempt(
+                    temp: temp, expectedSHA256: job.sha256, storedValidator: storedValidator,
+                    storedTotal: job.expectedBytes.map(Int64.init),
+                    onAccepted: { snapshot in
+                        // Record the validator and length before the body, so a kill -9 mid-body can
+                        // resume. Small files are cheaper to fetch again than to record twice.
+                        guard snapshot.validator != nil, (snapshot.expectedTotal ?? .max) >= Self.resumableSize else { return }
+                        let progress = Self.progress(snapshot, lease: lease)
+                        service.enqueue({ try $0.recordProgress([progress]) },
+                                        onError: { emit(.warning("job \(job.id): cannot record progress: \($0)")) })
+                    })
                 resumeFrom = attempt.resumeOffset
-                active[job.id]?.attempt = attempt
+                await register(attempt, for: job.id)
                 emit(.started(jobID: job.id, url: job.url, resumeFrom: resumeFrom))
                 let request = FetchRequest(url: url, headers: attempt.requestHeaders,
                                            stallTimeout: options.stallTimeout, totalTimeout: options.totalTimeout)
                 let fetched = await transport.fetch(request, into: attempt)
-                result = attempt.finish(fetched)
+                result = attempt.finish(fetched, syncFolder: false)
             } catch {
                 result = .failed(.disk(String(describing: error)), status: nil)
             }
@@ -130,7 +239,18 @@ public actor DownloadEngine {
             result = .failed(.badRedirect("invalid URL: \(HTTPURL.redact(job.url))"), status: nil)
         }
         await conclude(lease, temp: temp, result: result, resumeFrom: resumeFrom)
-        active[job.id] = nil
+        await finished(job.id)
+    }
+
+    /// Files at least this large get their validator recorded as soon as their head arrives.
+    static let resumableSize: Int64 = 1 << 20
+
+    private func register(_ attempt: DownloadAttempt, for jobID: Int) {
+        active[jobID]?.attempt = attempt
+    }
+
+    private func finished(_ jobID: Int) {
+        active[jobID] = nil
         wake.fire()
     }
 
@@ -140,10 +260,8 @@ public actor DownloadEngine {
         do {
             switch result {
             case .placed(let bytes, let status):
-                try await service.perform { try $0.complete(jobID: job.id, token: token, status: status, bytes: Int(bytes)) }
-                stats.done += 1
-                completedBytes += bytes - resumeFrom
-                emit(.finished(jobID: job.id, url: job.url, destination: job.destination, bytes: bytes))
+                if pendingCompletions.isEmpty { oldestPending = .now }
+                pendingCompletions.append(PendingCompletion(lease: lease, status: status, bytes: bytes, resumeFrom: resumeFrom))
             case .failed(let failure, let status):
                 let snapshot = active[job.id]?.attempt?.snapshot
                 if let snapshot { completedBytes += max(0, snapshot.bytesOnDisk - resumeFrom) }
@@ -255,8 +373,11 @@ public actor DownloadEngine {
 
     private func renewLeases() async throws {
         let held = active.values.map { (jobID: $0.lease.jobID, token: $0.lease.token) }
+            + ready.map { (jobID: $0.jobID, token: $0.token) }
         let milliseconds = Int(options.leaseDuration * 1000)
         let lost = try await service.perform { try $0.renew(held, leaseMilliseconds: milliseconds) }
+        let lostSet = Set(lost)
+        ready.removeAll { lostSet.contains($0.jobID) }
         for id in lost {
             emit(.warning("job \(id): lease lost (cancelled, or expired); abandoning its transfer"))
             active[id]?.task?.cancel()

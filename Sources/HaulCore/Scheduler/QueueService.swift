@@ -21,6 +21,14 @@ public final class QueueService: Sendable {
         box = Box(jobQueue)
     }
 
+    /// Queues `body` without waiting for it. Operations run in the order they were queued, so a
+    /// later `perform` sees this one's effect. Errors go to `onError`.
+    public func enqueue(_ body: @escaping @Sendable (JobQueue) throws -> Void, onError: @escaping @Sendable (any Error) -> Void = { _ in }) {
+        queue.async { [box] in
+            do { try body(box.jobQueue) } catch { onError(error) }
+        }
+    }
+
     public func perform<T: Sendable>(_ body: @escaping @Sendable (JobQueue) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             queue.async { [box] in

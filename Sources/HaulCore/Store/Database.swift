@@ -56,11 +56,19 @@ public final class Database {
 
         do {
             if sqlite3_db_readonly(connection, "main") == 1 { throw DatabaseError.readOnly(path: path) }
+            // SQLite takes a 1-byte file for an empty database and would overwrite it: a file
+            // with content must start with SQLite's header.
+            if let header = FileHandle(forReadingAtPath: path).flatMap({ try? $0.read(upToCount: 16) }),
+               !header.isEmpty, header != Data("SQLite format 3\0".utf8) {
+                throw DatabaseError.notADatabase(path: path)
+            }
             // Reading the schema is the first thing that touches the file's content: a file that
             // is not SQLite fails here, before anything is written to it.
             let tables = try scalarInt("SELECT count(*) FROM sqlite_schema")
             // Larger pages make bulk adds about a fifth faster; only possible on a new database.
             if tables == 0 { try execute("PRAGMA page_size = 16384") }
+            // Refuse a newer haul's database before the journal mode below can change its header.
+            try Migrator(migrations: migrations).refuseUnknown(self)
             let journal = try firstString("PRAGMA journal_mode = WAL")
             if journal?.lowercased() != "wal" && path != ":memory:" {
                 throw DatabaseError.openFailed(path: path, reason: "cannot switch to WAL journal (got \(journal ?? "nothing"))")

@@ -23,12 +23,18 @@ public struct Migrator: Sendable {
         }
     }
 
-    public func migrate(_ database: Database) throws {
-        let applied = try Self.appliedVersions(database)
+    /// Throws `DatabaseError.unknownMigration` when the database records a version not in
+    /// `migrations`. Only reads, so it can run before anything is written.
+    public func refuseUnknown(_ database: Database) throws {
         let known = Set(migrations.map(\.version))
-        if let unknown = applied.first(where: { !known.contains($0.version) }) {
+        if let unknown = try Self.appliedVersions(database).first(where: { !known.contains($0.version) }) {
             throw DatabaseError.unknownMigration(path: database.path, version: unknown.version, name: unknown.name)
         }
+    }
+
+    public func migrate(_ database: Database) throws {
+        try refuseUnknown(database)
+        let applied = try Self.appliedVersions(database)
         let done = Set(applied.map(\.version))
         let pending = migrations.filter { !done.contains($0.version) }
         guard !pending.isEmpty else { return }

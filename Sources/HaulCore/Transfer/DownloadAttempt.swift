@@ -79,12 +79,17 @@ public final class DownloadAttempt: BodySink {
     public let resumeOffset: Int64
     private let storedValidator: Validator?
     private let state: Mutex<State>
+    private let onAccepted: @Sendable (Snapshot) -> Void
 
     /// Opens the temp file and decides whether to resume.
     /// - Parameters:
     ///   - storedValidator: the strong validator recorded for the partial file, if any.
     ///   - storedTotal: the total length recorded for the partial file, if any.
-    public init(temp: TempFile, expectedSHA256: String?, storedValidator: Validator?, storedTotal: Int64?) throws {
+    /// - Parameter onAccepted: called once the head is accepted, before any body byte is written,
+    ///   with what is then known (total length, validator), so it can be recorded for a resume.
+    public init(temp: TempFile, expectedSHA256: String?, storedValidator: Validator?, storedTotal: Int64?,
+                onAccepted: @escaping @Sendable (Snapshot) -> Void = { _ in }) throws {
+        self.onAccepted = onAccepted
         self.temp = temp
         self.expectedSHA256 = expectedSHA256
         let existing = temp.existingLength()
@@ -128,15 +133,18 @@ public final class DownloadAttempt: BodySink {
     // MARK: BodySink
 
     public func head(_ head: ResponseHead) -> HeadDisposition {
-        state.withLock { state in
+        let accepted: Snapshot? = state.withLock { state in
             state.status = head.status
             if let failure = decide(head, &state) {
                 state.failure = failure
                 state.mode = .stopped
-                return .reject(failure.description)
+                return nil
             }
-            return .accept
+            return Snapshot(bytesOnDisk: state.written, expectedTotal: state.expectedTotal, validator: state.validator)
         }
+        guard let accepted else { return .reject(state.withLock { $0.failure?.description ?? "rejected" }) }
+        onAccepted(accepted)
+        return .accept
     }
 
     public func body(_ bytes: UnsafeRawBufferPointer) throws {
@@ -221,7 +229,8 @@ public final class DownloadAttempt: BodySink {
     }
 
     /// Ends the attempt: verifies and places the file, or says why not. Closes the temp file.
-    public func finish(_ fetch: FetchResult) -> Result {
+    /// - Parameter syncFolder: see `TempFile.place`.
+    public func finish(_ fetch: FetchResult, syncFolder: Bool = true) -> Result {
         let (failure, status, written, total, digest, descriptor, mode) = state.withLock { state in
             let digest = state.hasher.map { hasher -> String in var copy = hasher; return copy.finalize() }
             return (state.failure, state.status, state.written, state.expectedTotal, digest, state.descriptor, state.mode)
@@ -250,7 +259,7 @@ public final class DownloadAttempt: BodySink {
             return .failed(.checksum(expected: expectedSHA256, actual: digest), status: status)
         }
         do {
-            try temp.place(descriptor: descriptor)
+            try temp.place(descriptor: descriptor, syncFolder: syncFolder)
         } catch {
             return .failed(.disk(String(describing: error)), status: status)
         }

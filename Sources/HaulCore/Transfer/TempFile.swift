@@ -69,15 +69,22 @@ public struct TempFile: Sendable {
         unlink(path)
     }
 
-    /// fsync the file, rename it over the destination, fsync the folder.
-    public func place(descriptor fd: Int32) throws {
+    /// fsync the file, rename it over the destination, then (when `syncFolder`) fsync the folder.
+    /// A caller that passes `syncFolder: false` must call `TempFile.syncFolder(of:)` before it
+    /// treats the rename as durable (this lets it sync a folder once for many files).
+    public func place(descriptor fd: Int32, syncFolder: Bool = true) throws {
         guard fsync(fd) == 0 else { throw TransferIOError.errno("cannot flush \(path) to disk") }
         var info = stat()
         if lstat(destination, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
             throw TransferIOError("destination \(destination) is a folder; remove it or choose another out= name")
         }
         guard rename(path, destination) == 0 else { throw TransferIOError.errno("cannot move the download to \(destination)") }
-        let folder = (destination as NSString).deletingLastPathComponent
+        if syncFolder { Self.syncFolder(of: destination) }
+    }
+
+    /// Makes renames in the folder holding `path` durable.
+    public static func syncFolder(of path: String) {
+        let folder = (path as NSString).deletingLastPathComponent
         let dirFD = Glibc.open(folder.isEmpty ? "." : folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if dirFD >= 0 {
             _ = fsync(dirFD)

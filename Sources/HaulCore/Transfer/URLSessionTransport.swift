@@ -103,15 +103,16 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         }
     }
 
-    /// Marks a task as failed for `reason` (unless it already failed) and cancels it.
-    private func stop(_ identifier: Int, _ failure: FetchFailure) {
+    /// Marks a task as failed for `reason` (unless it already failed) and, unless told not to,
+    /// cancels it.
+    private func stop(_ identifier: Int, _ failure: FetchFailure, cancel: Bool = true) {
         let task: URLSessionTask? = entries.withLock { table in
             guard var entry = table[identifier] else { return nil }
             if entry.failure == nil { entry.failure = failure }
             table[identifier] = entry
             return entry.task
         }
-        task?.cancel()
+        if cancel { task?.cancel() }
     }
 
     func cancel(taskIdentifier: Int) { stop(taskIdentifier, .cancelled) }
@@ -139,7 +140,12 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
     func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                     newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
         let id = task.taskIdentifier
-        let target = request.url
+        // FoundationNetworking resolves Location itself, and wrongly: a relative reference
+        // replaces the whole path, and a URL without a host (file:///etc/passwd) becomes a path on
+        // the current host. Resolve it here (RFC 3986) against the URL that answered.
+        let target = Self.location(of: response).flatMap {
+            URL(string: $0, relativeTo: response.url ?? task.currentRequest?.url)?.absoluteURL
+        }
         let refusal: String? = entries.withLock { table in
             guard var entry = table[id] else { return "unknown task" }
             entry.hops += 1
@@ -159,11 +165,24 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
             return nil
         }
         if let refusal {
-            stop(id, .badRedirect(refusal))
+            // Not cancelled: FoundationNetworking traps when a redirect's completion handler runs
+            // after its task was cancelled. A nil request ends the task with the 3xx response,
+            // and the failure recorded here reports the refusal.
+            stop(id, .badRedirect(refusal), cancel: false)
             completionHandler(nil)
             return
         }
-        completionHandler(request)
+        var redirected = request
+        redirected.url = target
+        completionHandler(redirected)
+    }
+
+    /// The Location header of a redirect response.
+    private static func location(of response: HTTPURLResponse) -> String? {
+        for (name, value) in response.allHeaderFields {
+            if let name = name as? String, name.lowercased() == "location", let value = value as? String { return value }
+        }
+        return nil
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
