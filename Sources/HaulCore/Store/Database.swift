@@ -38,7 +38,13 @@ public final class Database {
             throw DatabaseError.missing(path: path)
         }
         var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
-        if mode == .createIfMissing { flags |= SQLITE_OPEN_CREATE }
+        if mode == .createIfMissing {
+            flags |= SQLITE_OPEN_CREATE
+            // The queue holds URLs, which may carry credentials: create it readable by its owner
+            // only (SQLite gives its -wal and -shm files the same mode).
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            if fd >= 0 { close(fd) }
+        }
         Self.configureLibraryOnce
         var connection: OpaquePointer?
         let rc = sqlite3_open_v2(path, &connection, flags, nil)
