@@ -1,0 +1,189 @@
+import Foundation
+import XCTest
+@testable import HaulCore
+import HaulTestSupport
+
+/// URL-list lines: what is accepted, and every reason a line is rejected.
+final class InputParsingTests: XCTestCase {
+    private let resolver = DestinationResolver(directory: "/srv/out")
+
+    func testValidLineWithOutAndSHA256() throws {
+        let sha = String(repeating: "AbCd", count: 16)
+        let parsed = try line("https://example.org/a/file.iso out=isos/x.iso sha256=\(sha)", in: resolver)
+        XCTAssertEqual(parsed.url.string, "https://example.org/a/file.iso")
+        XCTAssertEqual(parsed.url.hostKey, "example.org:443")
+        XCTAssertEqual(parsed.destination, "/srv/out/isos/x.iso")
+        XCTAssertEqual(parsed.sha256, sha.lowercased())
+        // Fields may be separated by tabs and runs of spaces, and followed by a comment.
+        let spaced = try line("http://Example.ORG:8080/f.txt \t out=g.txt   # a note", in: resolver)
+        XCTAssertEqual(spaced.url.hostKey, "example.org:8080")
+        XCTAssertEqual(spaced.destination, "/srv/out/g.txt")
+        XCTAssertNil(spaced.sha256)
+    }
+
+    func testBlankAndCommentLinesAreSkipped() throws {
+        for text in ["", "   ", "\t", "# comment", "   # indented comment", "#http://example.org/x"] {
+            XCTAssertNil(try InputLine.parse(Array(text.utf8), resolver: resolver), "'\(text)'")
+        }
+    }
+
+    func testInvalidURLs() {
+        for text in ["not-a-url", "example.org/file", "http//example.org/x", "http:/example.org/x", "http://",
+                     "http:///path", "http://exa%20mple.org/x", "http://example.org:99999/x", "http://example.org:abc/x",
+                     "http://[::1/x", "http://ex\u{E4}mple.org/x", "://example.org/x", "http://.example.org/x"] {
+            guard let rejection = rejection(of: text, in: resolver) else { continue }
+            guard case .url(.invalid) = rejection else { XCTFail("'\(text)': expected an invalid-URL rejection, got \(rejection)"); continue }
+            XCTAssertTrue(rejection.description.hasPrefix("invalid URL"), rejection.description)
+        }
+    }
+
+    func testSchemesOtherThanHTTPAndHTTPSAreRejected() throws {
+        for (text, scheme) in [("ftp://example.org/x", "ftp"), ("file:///etc/passwd", "file"), ("FTP://example.org/x", "ftp"),
+                               ("javascript:alert(1)", "javascript"), ("gopher://example.org/", "gopher"), ("httpx://example.org/", "httpx")] {
+            XCTAssertEqual(rejection(of: text, in: resolver), .url(.unsupportedScheme(scheme)), text)
+        }
+        // Scheme matching ignores case.
+        XCTAssertEqual(try line("HTTPS://example.org/x", in: resolver).url.scheme, "https")
+        XCTAssertEqual(try line("Http://example.org/x", in: resolver).url.hostKey, "example.org:80")
+    }
+
+    func testDestinationsOutsideTheFolderAreRejected() {
+        XCTAssertEqual(rejection(of: "https://e.org/x out=../x", in: resolver), .destination(.escapesDirectory))
+        XCTAssertEqual(rejection(of: "https://e.org/x out=a/../../x", in: resolver), .destination(.escapesDirectory))
+        XCTAssertEqual(rejection(of: "https://e.org/x out=a/b/../c", in: resolver), .destination(.escapesDirectory),
+                       "any .. component is refused, even one that would stay inside")
+        XCTAssertEqual(rejection(of: "https://e.org/x out=/etc/passwd", in: resolver), .destination(.absoluteOutPath))
+        XCTAssertEqual(rejection(of: "https://e.org/x out=/srv/out/inside-but-absolute", in: resolver), .destination(.absoluteOutPath))
+        XCTAssertEqual(rejection(of: "https://e.org/x out=", in: resolver), .destination(.emptyOutPath))
+        XCTAssertEqual(rejection(of: "https://e.org/x out=./", in: resolver), .destination(.emptyOutPath))
+    }
+
+    func testSymlinkInsideTheFolderPointingOutsideIsRejected() throws {
+        let directory = try makeTempDirectory()
+        let output = try directory.makeDirectory("out")
+        let outside = try directory.makeDirectory("outside")
+        try FileManager.default.createSymbolicLink(atPath: output + "/escape", withDestinationPath: outside)
+        try FileManager.default.createSymbolicLink(atPath: output + "/relative-escape", withDestinationPath: "../outside")
+        try directory.makeDirectory("out/real")
+        try FileManager.default.createSymbolicLink(atPath: output + "/alias", withDestinationPath: output + "/real")
+        let resolver = DestinationResolver(directory: output)
+        XCTAssertEqual(rejection(of: "https://e.org/x out=escape/file", in: resolver), .destination(.escapesDirectory))
+        XCTAssertEqual(rejection(of: "https://e.org/x out=relative-escape/deeper/file", in: resolver), .destination(.escapesDirectory))
+        // A link that stays inside the folder is fine.
+        XCTAssertEqual(try line("https://e.org/x out=alias/file", in: resolver).destination, output + "/alias/file")
+    }
+
+    func testMalformedSHA256() {
+        let good = String(repeating: "0123456789abcdef", count: 4)
+        for value in ["", String(good.dropLast()), good + "0", String(good.dropLast()) + "g", String(good.dropLast()) + " ",
+                      String(repeating: "é", count: 32)] {
+            let text = "https://e.org/x sha256=\(value)"
+            guard let rejection = rejection(of: text, in: resolver) else { continue }
+            if value.hasSuffix(" ") {
+                XCTAssertEqual(rejection, .malformedSHA256(String(value.dropLast())), text)
+            } else {
+                XCTAssertEqual(rejection, .malformedSHA256(value), text)
+            }
+            XCTAssertTrue(rejection.description.contains("malformed sha256"), rejection.description)
+        }
+    }
+
+    func testNULByteAnywhereIsRejected() {
+        XCTAssertEqual(rejection(of: Array("https://e.org/a".utf8) + [0] + Array("b".utf8), in: resolver), .containsNUL)
+        XCTAssertEqual(rejection(of: Array("https://e.org/a out=x".utf8) + [0], in: resolver), .containsNUL)
+        XCTAssertEqual(rejection(of: [0], in: resolver), .containsNUL)
+        XCTAssertEqual(rejection(of: Array("# a comment ".utf8) + [0], in: resolver), .containsNUL)
+    }
+
+    func testInvalidUTF8IsRejected() {
+        let prefix = Array("https://e.org/".utf8)
+        for bad: [UInt8] in [[0xFF], [0xC0, 0xAF], [0xED, 0xA0, 0x80], [0xE2, 0x82], [0x80], [0xF8, 0x88, 0x80, 0x80, 0x80]] {
+            XCTAssertEqual(rejection(of: prefix + bad, in: resolver), .invalidUTF8, "\(bad)")
+            XCTAssertEqual(rejection(of: Array("https://e.org/x out=".utf8) + bad, in: resolver), .invalidUTF8, "out= \(bad)")
+        }
+    }
+
+    func testUnknownAndDuplicateFields() {
+        XCTAssertEqual(rejection(of: "https://e.org/x foo=bar", in: resolver), .unknownOption("foo=bar"))
+        XCTAssertEqual(rejection(of: "https://e.org/x out", in: resolver), .unknownOption("out"))
+        XCTAssertEqual(rejection(of: "https://e.org/x OUT=y", in: resolver), .unknownOption("OUT=y"))
+        XCTAssertEqual(rejection(of: "https://e.org/x https://e.org/y", in: resolver), .unknownOption("https://e.org/y"))
+        XCTAssertEqual(rejection(of: "https://e.org/x out=a out=b", in: resolver), .duplicateOption("out"))
+        let sha = String(repeating: "a", count: 64)
+        XCTAssertEqual(rejection(of: "https://e.org/x sha256=\(sha) sha256=\(sha)", in: resolver), .duplicateOption("sha256"))
+        XCTAssertTrue(InputLine.Rejection.unknownOption("foo=bar").description.contains("unknown field 'foo=bar'"))
+    }
+
+    func testTooLongLinesAreRejectedByNumberWithoutStoppingTheOthers() throws {
+        let directory = try makeTempDirectory()
+        let queue = try JobQueue(path: directory.file("haul.db"))
+        let long = "https://e.org/" + String(repeating: "a", count: 200)
+        let text = "https://e.org/one\n\(long)\r\nhttps://e.org/two\r\n\n# comment\n\(long)x\nhttps://e.org/three"
+        let path = try directory.write("urls.txt", Data(text.utf8))
+        let rejections = RejectionLog()
+        let importer = URLListImporter(queue: queue, resolver: DestinationResolver(directory: directory.path),
+                                       batchSize: 2, maximumLineLength: 100) { rejections.append($0, $1); _ = $2 }
+        var summary = URLListImporter.Summary()
+        let descriptor = open(path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(descriptor, 0)
+        defer { close(descriptor) }
+        try importer.importLines(from: descriptor, into: &summary)
+        XCTAssertEqual(rejections.entries.map(\.line), [2, 6])
+        for entry in rejections.entries {
+            guard case .tooLong(let length, let limit) = entry.reason else { XCTFail("line \(entry.line): \(entry.reason)"); continue }
+            XCTAssertEqual(limit, 100)
+            XCTAssertGreaterThan(length, long.utf8.count - 1, "line \(entry.line)")
+            XCTAssertTrue(entry.reason.description.hasPrefix("line too long"), entry.reason.description)
+        }
+        XCTAssertEqual(summary.added, 3)
+        XCTAssertEqual(summary.rejected, 2)
+        XCTAssertEqual(try queue.list(JobFilter()).map(\.url), ["https://e.org/one", "https://e.org/two", "https://e.org/three"])
+
+        // The same through command-line arguments.
+        var argumentSummary = URLListImporter.Summary()
+        let argumentRejections = RejectionLog()
+        let fromArguments = URLListImporter(queue: queue, resolver: DestinationResolver(directory: directory.path),
+                                            maximumLineLength: 100) { argumentRejections.append($0, $1); _ = $2 }
+        try fromArguments.importLines(["https://e.org/four", long], into: &argumentSummary)
+        XCTAssertEqual(argumentRejections.entries.map(\.line), [2])
+        XCTAssertEqual(argumentRejections.entries.first?.reason, .tooLong(long.utf8.count, limit: 100))
+        XCTAssertEqual(argumentSummary.added, 1)
+    }
+
+    func testRejectionsAreReportedInLineOrderAcrossBatches() throws {
+        let directory = try makeTempDirectory()
+        let queue = try JobQueue(path: directory.file("haul.db"))
+        var lines: [String] = []
+        var expectedBad: [Int] = []
+        for number in 1...50 {
+            if number % 7 == 0 {
+                lines.append("ftp://e.org/\(number)")
+                expectedBad.append(number)
+            } else if number % 11 == 0 {
+                lines.append("https://e.org/dup")  // the first is added, the others already queued
+            } else {
+                lines.append("https://e.org/f\(number)")
+            }
+        }
+        let path = try directory.write("urls.txt", Data(lines.joined(separator: "\n").utf8))
+        let rejections = RejectionLog()
+        let importer = URLListImporter(queue: queue, resolver: DestinationResolver(directory: directory.path),
+                                       batchSize: 4) { rejections.append($0, $1); _ = $2 }
+        var summary = URLListImporter.Summary()
+        let descriptor = open(path, O_RDONLY)
+        defer { close(descriptor) }
+        try importer.importLines(from: descriptor, into: &summary)
+        XCTAssertEqual(rejections.entries.map(\.line), expectedBad)
+        XCTAssertEqual(summary.rejected, expectedBad.count)
+        XCTAssertEqual(summary.alreadyQueued, 3)  // 22, 33, 44
+        XCTAssertEqual(summary.added, 50 - expectedBad.count - 3)
+        try assertCountersConsistent(queue.database)
+    }
+}
+
+/// Collects an importer's rejections (the importer calls back on the importing thread).
+final class RejectionLog: @unchecked Sendable {
+    // @unchecked Sendable: only touched from the test's own thread, which runs the importer.
+    private(set) var entries: [(line: Int, reason: InputLine.Rejection)] = []
+    func append(_ line: Int, _ reason: InputLine.Rejection) { entries.append((line, reason)) }
+}

@@ -1,0 +1,226 @@
+import Foundation
+import XCTest
+@testable import HaulCore
+import HaulTestSupport
+
+/// Schema migrations: fresh databases, upgrades from every earlier version, the compiled copy of
+/// Migrations/, and files haul must refuse without touching.
+final class MigrationTests: XCTestCase {
+    /// The top-level Migrations/ folder, found from this file's place in the package.
+    private var migrationsFolder: URL {
+        URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent()  // HaulCoreTests
+            .deletingLastPathComponent()  // Tests
+            .deletingLastPathComponent()  // package root
+            .appendingPathComponent("Migrations", isDirectory: true)
+    }
+
+    private func schema(_ database: Database) throws -> [String] {
+        try database.rows("""
+            SELECT type || ' ' || name || ': ' || coalesce(sql, '') FROM sqlite_schema
+            WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name
+            """) { $0.string(0) }
+    }
+
+    // MARK: - The compiled copy
+
+    func testEmbeddedMigrationsEqualTheFilesByteForByte() throws {
+        let names = try FileManager.default.contentsOfDirectory(atPath: migrationsFolder.path)
+            .filter { $0.hasSuffix(".sql") }
+            .sorted()
+        XCTAssertFalse(names.isEmpty, "no .sql files in \(migrationsFolder.path)")
+        XCTAssertEqual(Migration.embedded.map(\.name), names, "the binary must carry exactly the files of Migrations/, in order")
+        for (migration, name) in zip(Migration.embedded, names) {
+            let file = try Data(contentsOf: migrationsFolder.appendingPathComponent(name))
+            XCTAssertEqual(Array(migration.sql.utf8), Array(file), "\(name): compiled SQL differs from the file")
+            XCTAssertEqual(migration.version, Int(name.prefix { $0.isNumber }), "\(name): version is not the file's number")
+        }
+    }
+
+    func testMigrationVersionsAreUniqueAndConsecutiveFromOne() {
+        XCTAssertEqual(Migration.embedded.map(\.version), Array(1...Migration.embedded.count))
+    }
+
+    // MARK: - Applying
+
+    func testEmptyDatabaseGetsEveryMigration() throws {
+        let directory = try makeTempDirectory()
+        let database = try Database(path: directory.file("haul.db"))
+        let applied = try Migrator.appliedVersions(database)
+        XCTAssertEqual(applied.map(\.version), Migration.embedded.map(\.version))
+        XCTAssertEqual(applied.map(\.name), Migration.embedded.map(\.name))
+        for table in ["jobs", "hosts", "attempts", "job_totals", "schema_migrations"] {
+            XCTAssertEqual(try database.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?", [table]), 1,
+                           "table \(table) missing")
+        }
+        XCTAssertEqual(try database.rows("SELECT state FROM job_totals ORDER BY state") { $0.string(0) },
+                       ["cancelled", "done", "failed", "queued", "running"])
+        XCTAssertEqual(try database.scalarInt("SELECT sum(jobs) + sum(expected_bytes) + sum(received_bytes) + sum(unknown_size) FROM job_totals"), 0)
+        XCTAssertEqual(try database.rows("PRAGMA journal_mode") { $0.string(0) }, ["wal"])
+        XCTAssertEqual(try QueueInvariants.integrityCheck(database), ["ok"])
+    }
+
+    func testOpeningTwiceAppliesNothingTheSecondTime() throws {
+        let directory = try makeTempDirectory()
+        let path = directory.file("haul.db")
+        let firstTimes: [Int]
+        do {
+            let database = try Database(path: path)
+            firstTimes = try database.rows("SELECT applied_at FROM schema_migrations ORDER BY version") { $0.int(0) }
+        }
+        let database = try Database(path: path)
+        XCTAssertEqual(try database.rows("SELECT applied_at FROM schema_migrations ORDER BY version") { $0.int(0) }, firstTimes)
+        XCTAssertEqual(try database.scalarInt("SELECT count(*) FROM job_totals"), 5, "migration 2's rows inserted twice")
+    }
+
+    /// A database at every earlier version, holding jobs in every state, is upgraded to the same
+    /// schema as a new one, with counters that match its rows.
+    func testUpgradeFromEveryEarlierVersionKeepsRowsAndFillsCounters() throws {
+        let directory = try makeTempDirectory()
+        let fresh = try Database(path: directory.file("fresh.db"))
+        let freshSchema = try schema(fresh)
+        XCTAssertGreaterThan(Migration.embedded.count, 1, "nothing to upgrade from")
+        for applied in 1..<Migration.embedded.count {
+            let path = directory.file("v\(applied).db")
+            do {
+                let old = try Database(path: path, migrations: Array(Migration.embedded.prefix(applied)))
+                XCTAssertEqual(try Migrator.appliedVersions(old).map(\.version), Array(1...applied))
+                // Rows written the way a haul of that version would: plain SQL, no counters.
+                try old.execute("""
+                    INSERT INTO hosts (id, host) VALUES (1, 'a.example:443'), (2, 'b.example:80'), (3, 'c.example:443');
+                    INSERT INTO jobs (url, host_id, destination, destination_key, state, expected_bytes, received_bytes, created_at, updated_at) VALUES
+                        ('https://a.example/1', 1, '/d/1', 1, 'queued',    NULL,  0,   1, 1),
+                        ('https://a.example/2', 1, '/d/2', 2, 'queued',    100,   10,  1, 1),
+                        ('https://a.example/3', 1, '/d/3', 3, 'running',   200,   50,  1, 1),
+                        ('https://a.example/4', 1, '/d/4', 4, 'done',      300,   300, 1, 1),
+                        ('http://b.example/5',  2, '/d/5', 5, 'queued',    NULL,  0,   1, 1),
+                        ('http://b.example/6',  2, '/d/6', 6, 'failed',    NULL,  7,   1, 1),
+                        ('http://b.example/7',  2, '/d/7', 7, 'cancelled', 1000,  5,   1, 1),
+                        ('http://b.example/8',  2, '/d/8', 8, 'done',      400,   400, 1, 1);
+                    """)
+            }
+            let database = try Database(path: path)
+            XCTAssertEqual(try Migrator.appliedVersions(database).map(\.version), Migration.embedded.map(\.version), "from v\(applied)")
+            XCTAssertEqual(try schema(database), freshSchema, "schema upgraded from v\(applied) differs from a new database's")
+            let totals = try database.rows(
+                "SELECT state, jobs, expected_bytes, received_bytes, unknown_size FROM job_totals ORDER BY state") {
+                "\($0.string(0)) \($0.int(1)) \($0.int(2)) \($0.int(3)) \($0.int(4))"
+            }
+            XCTAssertEqual(totals, [
+                "cancelled 1 1000 5 0",
+                "done 2 700 700 0",
+                "failed 1 0 7 1",
+                "queued 3 100 10 2",
+                "running 1 200 50 0",
+            ], "from v\(applied)")
+            XCTAssertEqual(try database.rows("SELECT host, queued FROM hosts ORDER BY id") { "\($0.string(0)) \($0.int(1))" },
+                           ["a.example:443 2", "b.example:80 1", "c.example:443 0"], "from v\(applied)")
+            try assertCountersConsistent(database)
+            // The upgraded database works as a queue, and its triggers keep the counters.
+            let queue = JobQueue(database: database)
+            let leases = try queue.claim(ClaimRequest(limit: 10, perHostCap: 10))
+            XCTAssertEqual(Set(leases.map(\.job.url)), ["https://a.example/1", "https://a.example/2", "http://b.example/5"])
+            try assertCountersConsistent(database)
+            XCTAssertEqual(try queue.status().counts[.running], 4)
+            XCTAssertEqual(try QueueInvariants.integrityCheck(database), ["ok"])
+        }
+    }
+
+    // MARK: - Files haul must refuse, untouched
+
+    /// Asserts that opening `path` throws `expected` and leaves the file's bytes and the folder's
+    /// listing exactly as they were.
+    private func assertRefusedUntouched(_ path: String, in directory: TempDirectory, expected: DatabaseError,
+                                        mode: Database.OpenMode = .createIfMissing,
+                                        file: StaticString = #filePath, line: UInt = #line) {
+        let before = contentsOf(path)
+        let listing = directory.contents()
+        XCTAssertThrowsError(try Database(path: path, mode: mode), file: file, line: line) { error in
+            XCTAssertEqual(error as? DatabaseError, expected, "got \(error)", file: file, line: line)
+            XCTAssertTrue(String(describing: error).contains("untouched"), "\(error)", file: file, line: line)
+        }
+        XCTAssertEqual(contentsOf(path), before, "the file was changed", file: file, line: line)
+        XCTAssertEqual(directory.contents(), listing, "files appeared or vanished next to the database", file: file, line: line)
+    }
+
+    func testUnknownMigrationIsRefusedAndTheFileLeftUntouched() throws {
+        let directory = try makeTempDirectory()
+        let path = directory.file("newer.db")
+        do {
+            let database = try Database(path: path)
+            try database.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, '0999_future.sql', 1)")
+            try database.execute("CREATE TABLE future_things (x INTEGER)")
+        }
+        assertRefusedUntouched(path, in: directory,
+                               expected: .unknownMigration(path: path, version: 999, name: "0999_future.sql"))
+        // Also for a read-only command, and a second time (nothing was "repaired" by the first try).
+        assertRefusedUntouched(path, in: directory,
+                               expected: .unknownMigration(path: path, version: 999, name: "0999_future.sql"), mode: .mustExist)
+    }
+
+    /// A newer haul's database that is not (or no longer) in WAL mode — e.g. converted by the
+    /// sqlite3 shell — is refused before its journal mode is switched.
+    func testUnknownMigrationInARollbackJournalDatabaseIsLeftUntouched() throws {
+        let directory = try makeTempDirectory()
+        let path = directory.file("newer.db")
+        do {
+            let database = try Database(path: path)
+            try database.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, '0999_future.sql', 1)")
+            try database.execute("PRAGMA journal_mode = DELETE")
+        }
+        assertRefusedUntouched(path, in: directory,
+                               expected: .unknownMigration(path: path, version: 999, name: "0999_future.sql"))
+    }
+
+    func testRandomBytesAreNotADatabaseAndLeftUntouched() throws {
+        let directory = try makeTempDirectory()
+        var random = SeededGenerator(seed: 0x5EED)
+        for size in [1, 2, 100, 4096, 100_000] {
+            let path = try directory.write("random-\(size).db", Data(random.bytes(size)))
+            assertRefusedUntouched(path, in: directory, expected: .notADatabase(path: path))
+        }
+    }
+
+    func testTextFileIsNotADatabaseAndLeftUntouched() throws {
+        let directory = try makeTempDirectory()
+        let text = String(repeating: "https://example.org/file.iso\n", count: 500)
+        let path = try directory.write("urls.txt", Data(text.utf8))
+        assertRefusedUntouched(path, in: directory, expected: .notADatabase(path: path))
+        assertRefusedUntouched(path, in: directory, expected: .notADatabase(path: path), mode: .mustExist)
+        // `echo > haul.db` leaves one newline: SQLite itself would take a 1-byte file for an
+        // empty database and overwrite it.
+        let newline = try directory.write("newline.db", Data("\n".utf8))
+        assertRefusedUntouched(newline, in: directory, expected: .notADatabase(path: newline))
+    }
+
+    func testTruncatedDatabaseIsAClearErrorAndLeftUntouched() throws {
+        let directory = try makeTempDirectory()
+        let original = directory.file("full.db")
+        do {
+            let queue = try JobQueue(path: original)
+            let resolver = DestinationResolver(directory: directory.path)
+            let lines = try (0..<3000).map { try line("https://example.org/some/longer/path/file-\($0).bin", in: resolver) }
+            _ = try queue.add(lines)
+        }
+        let full = try XCTUnwrap(contentsOf(original))
+        XCTAssertGreaterThan(full.count, 4 * 16384, "the database should span several pages")
+        for keep in [50, 100, 16384, full.count / 2, full.count - 16384] {
+            let path = try directory.write("truncated-\(keep).db", full.prefix(keep))
+            let before = contentsOf(path)
+            XCTAssertThrowsError(try Database(path: path, mode: .mustExist), "kept \(keep) bytes") { error in
+                XCTAssertEqual(error as? DatabaseError, .notADatabase(path: path), "kept \(keep) bytes: \(error)")
+                XCTAssertTrue(String(describing: error).contains("damaged"), "\(error)")
+            }
+            XCTAssertEqual(contentsOf(path), before, "kept \(keep) bytes: file changed")
+        }
+    }
+
+    func testMissingFileWithMustExistIsAnErrorAndNothingIsCreated() throws {
+        let directory = try makeTempDirectory()
+        let path = directory.file("absent.db")
+        XCTAssertThrowsError(try Database(path: path, mode: .mustExist)) { error in
+            XCTAssertEqual(error as? DatabaseError, .missing(path: path))
+        }
+        XCTAssertEqual(directory.contents(), [])
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import XCTest
+@testable import HaulCore
+import HaulTestSupport
+
+/// `JobQueue.add`: idempotence, unique destinations, host keys and counters.
+final class QueueAddTests: XCTestCase {
+    func testAddingTheSameURLForTheSameDestinationTwiceIsOneJob() throws {
+        let (queue, directory) = try makeQueue()
+        let first = try add(["https://example.org/file.iso"], to: queue, in: directory.path)
+        guard case .added(let id)? = first.first else { return XCTFail("\(first)") }
+        let second = try add(["https://example.org/file.iso"], to: queue, in: directory.path)
+        XCTAssertEqual(second, [.alreadyQueued(jobID: id)])
+        // …also within one batch, and with an explicit out= naming the same file.
+        let third = try add(["https://example.org/file.iso", "https://example.org/file.iso out=file.iso"], to: queue, in: directory.path)
+        XCTAssertEqual(third, [.alreadyQueued(jobID: id), .alreadyQueued(jobID: id)])
+        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM jobs"), 1)
+        XCTAssertEqual(try queue.status().counts[.queued], 1, "the counters must not count the repeats")
+        XCTAssertEqual(try queue.database.scalarInt("SELECT queued FROM hosts"), 1)
+        try assertCountersConsistent(queue.database)
+    }
+
+    func testReaddingAFinishedJobDoesNotRequeueIt() throws {
+        let (queue, directory) = try makeQueue()
+        let id = try XCTUnwrap(try add(["https://example.org/a"], to: queue, in: directory.path).first?.jobID)
+        let lease = try XCTUnwrap(try queue.claim(ClaimRequest(limit: 1, perHostCap: 1)).first)
+        try queue.complete(jobID: lease.jobID, token: lease.token, status: 200, bytes: 3)
+        XCTAssertEqual(try add(["https://example.org/a"], to: queue, in: directory.path), [.alreadyQueued(jobID: id)])
+        XCTAssertEqual(try queue.job(id: id)?.state, .done)
+        try assertCountersConsistent(queue.database)
+    }
+
+    func testADestinationTakenByAnotherURLIsRejected() throws {
+        let (queue, directory) = try makeQueue()
+        let outcomes = try add([
+            "https://a.example/dir/x.iso",
+            "https://b.example/other/x.iso",          // same default name, other host
+            "https://a.example/y out=x.iso",          // same file through out=
+            "https://a.example/dir/x.iso?v=2",        // another URL (query differs), same name
+        ], to: queue, in: directory.path)
+        guard case .added(let id)? = outcomes.first else { return XCTFail("\(outcomes)") }
+        XCTAssertEqual(Array(outcomes.dropFirst()), [
+            .rejected(.destinationTaken(byJob: id, url: "https://a.example/dir/x.iso")),
+            .rejected(.destinationTaken(byJob: id, url: "https://a.example/dir/x.iso")),
+            .rejected(.destinationTaken(byJob: id, url: "https://a.example/dir/x.iso")),
+        ])
+        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM jobs"), 1)
+        XCTAssertEqual(try queue.database.rows("SELECT host, queued FROM hosts ORDER BY host") { "\($0.string(0)) \($0.int(1))" },
+                       ["a.example:443 1", "b.example:443 0"])
+        try assertCountersConsistent(queue.database)
+    }
+
+    func testTheTakenMessageHidesCredentials() throws {
+        let (queue, directory) = try makeQueue()
+        try add(["https://user:secret@a.example/x.iso"], to: queue, in: directory.path)
+        let outcome = try add(["https://b.example/x.iso"], to: queue, in: directory.path)
+        guard case .rejected(let reason)? = outcome.first else { return XCTFail("\(outcome)") }
+        XCTAssertFalse(reason.description.contains("secret"), reason.description)
+        XCTAssertTrue(reason.description.contains("***@a.example"), reason.description)
+    }
+
+    func testOneURLMayFillSeveralDestinations() throws {
+        let (queue, directory) = try makeQueue()
+        let outcomes = try add(["https://e.org/f", "https://e.org/f out=copy"], to: queue, in: directory.path)
+        XCTAssertEqual(outcomes.compactMap(\.jobID).count, 2)
+        XCTAssertEqual(try queue.jobs(url: "https://e.org/f").map(\.destination), [directory.path + "/f", directory.path + "/copy"])
+    }
+
+    func testHostKeysAndCountersPerHost() throws {
+        let (queue, directory) = try makeQueue()
+        try add(["HTTPS://Example.ORG/1", "https://example.org:443/2", "http://example.org/3", "http://example.org:8080/4",
+                 "https://user@EXAMPLE.org./5", "https://[::1]:8443/6"], to: queue, in: directory.path, maxAttempts: 7)
+        XCTAssertEqual(try queue.database.rows("SELECT host, queued FROM hosts ORDER BY host") { "\($0.string(0)) \($0.int(1))" },
+                       ["[::1]:8443 1", "example.org:443 3", "example.org:80 1", "example.org:8080 1"])
+        XCTAssertEqual(Set(try queue.list(JobFilter()).map(\.maxAttempts)), [7])
+        XCTAssertEqual(try queue.list(JobFilter(host: "EXAMPLE.ORG:443")).count, 3)
+        try assertCountersConsistent(queue.database)
+    }
+
+    func testAddedJobsStartQueuedWithNothingRecorded() throws {
+        let clock = TestClock(1_000_000)
+        let (queue, directory) = try makeQueue(clock: clock)
+        let sha = String(repeating: "ab", count: 32)
+        let id = try XCTUnwrap(try add(["https://e.org/f sha256=\(sha)"], to: queue, in: directory.path).first?.jobID)
+        let job = try XCTUnwrap(try queue.job(id: id))
+        XCTAssertEqual(job.state, .queued)
+        XCTAssertEqual(job.attempts, 0)
+        XCTAssertEqual(job.nextAttemptAt, 0)
+        XCTAssertNil(job.leaseToken)
+        XCTAssertNil(job.expectedBytes)
+        XCTAssertEqual(job.sha256, sha)
+        XCTAssertEqual(job.createdAt, 1_000_000)
+        XCTAssertEqual(job.destination, directory.path + "/f")
+        XCTAssertEqual(try queue.status().unknownSize, 1)
+    }
+
+    func testALargeBatchThroughTheImporterKeepsCountersRight() throws {
+        let (queue, directory) = try makeQueue()
+        var text = ""
+        for number in 0..<30_000 {
+            text += "https://h\(number % 7).example/files/\(number).bin\n"
+            if number % 1000 == 0 { text += "https://h0.example/files/0.bin\nftp://nope/\(number)\n" }
+        }
+        let path = try directory.write("urls.txt", Data(text.utf8))
+        let importer = URLListImporter(queue: queue, resolver: DestinationResolver(directory: directory.path), batchSize: 4096) { _, _, _ in }
+        var summary = URLListImporter.Summary()
+        let descriptor = open(path, O_RDONLY)
+        defer { close(descriptor) }
+        try importer.importLines(from: descriptor, into: &summary)
+        XCTAssertEqual(summary.added, 30_000)
+        XCTAssertEqual(summary.alreadyQueued, 30)
+        XCTAssertEqual(summary.rejected, 30)
+        XCTAssertEqual(try queue.status().counts[.queued], 30_000)
+        try assertCountersConsistent(queue.database)
+    }
+}

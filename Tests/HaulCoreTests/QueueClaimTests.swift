@@ -1,0 +1,428 @@
+import Foundation
+import Synchronization
+import XCTest
+@testable import HaulCore
+import HaulTestSupport
+
+/// Claiming: per-host caps, leases and their expiry, stale results, retries, fairness,
+/// cancel/retry, and concurrent claimers.
+final class QueueClaimTests: XCTestCase {
+    /// Adds `count` jobs for `host` (names are unique across hosts) and returns their ids.
+    @discardableResult
+    private func addJobs(_ host: String, _ count: Int, to queue: JobQueue, in directory: TempDirectory,
+                         maxAttempts: Int = 5) throws -> [Int] {
+        try add((0..<count).map { "https://\(host)/\(host)-\($0)" }, to: queue, in: directory.path, maxAttempts: maxAttempts)
+            .compactMap(\.jobID)
+    }
+
+    private func hostCounts(_ leases: [Lease]) -> [String: Int] {
+        leases.reduce(into: [:]) { $0[$1.job.host, default: 0] += 1 }
+    }
+
+    // MARK: - Caps
+
+    func testPerHostCapIsRespected() throws {
+        let (queue, directory) = try makeQueue()
+        try addJobs("a.example", 10, to: queue, in: directory)
+        try addJobs("b.example", 10, to: queue, in: directory)
+        let first = try queue.claim(ClaimRequest(limit: 100, perHostCap: 3))
+        XCTAssertEqual(hostCounts(first), ["a.example:443": 3, "b.example:443": 3])
+        XCTAssertEqual(try QueueInvariants.runningPerHost(queue.database), ["a.example:443": 3, "b.example:443": 3])
+        XCTAssertEqual(try queue.claim(ClaimRequest(limit: 100, perHostCap: 3)), [], "both hosts are at their cap")
+        // Another connection sees the same cap: running jobs are counted in the database.
+        let other = try JobQueue(path: directory.file("haul.db"))
+        XCTAssertEqual(try other.claim(ClaimRequest(limit: 100, perHostCap: 3)), [])
+        // Finishing one job makes room for exactly one more, of the same host.
+        let done = try XCTUnwrap(first.first { $0.job.host == "a.example:443" })
+        try queue.complete(jobID: done.jobID, token: done.token, status: 200, bytes: 1)
+        let next = try other.claim(ClaimRequest(limit: 100, perHostCap: 3))
+        XCTAssertEqual(next.map(\.job.host), ["a.example:443"])
+        // A larger cap lets more run.
+        XCTAssertEqual(hostCounts(try queue.claim(ClaimRequest(limit: 100, perHostCap: 5))), ["a.example:443": 2, "b.example:443": 2])
+        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM attempts"), 11)
+        try assertCountersConsistent(queue.database)
+    }
+
+    func testLimitIsRespectedAndEveryLeaseIsRecorded() throws {
+        let (queue, directory) = try makeQueue()
+        for host in ["a.example", "b.example", "c.example"] { try addJobs(host, 5, to: queue, in: directory) }
+        let leases = try queue.claim(ClaimRequest(limit: 7, perHostCap: 5, leaseMilliseconds: 30_000, owner: "me/1/2", maxAttempts: 9))
+        XCTAssertEqual(leases.count, 7)
+        XCTAssertEqual(Set(leases.map(\.jobID)).count, 7)
+        XCTAssertEqual(Set(leases.map(\.token)).count, 7, "every lease gets its own token")
+        for lease in leases {
+            let job = try XCTUnwrap(try queue.job(id: lease.jobID))
+            XCTAssertEqual(job.state, .running)
+            XCTAssertEqual(job.leaseToken, lease.token)
+            XCTAssertEqual(job.leaseOwner, "me/1/2")
+            XCTAssertEqual(job.attempts, 1)
+            XCTAssertEqual(job.maxAttempts, 9)
+            XCTAssertEqual(try queue.attempts(jobID: lease.jobID).map(\.number), [1])
+        }
+        XCTAssertEqual(try queue.leaseOwners(), ["me/1/2"])
+        XCTAssertEqual(try queue.claim(ClaimRequest(limit: 0, perHostCap: 5)), [])
+        XCTAssertEqual(try queue.claim(ClaimRequest(limit: 5, perHostCap: 0)), [])
+    }
+
+    // MARK: - Leases
+
+    func testAnExpiredLeaseReturnsTheJob() throws {
+        let clock = TestClock()
+        let (queue, directory) = try makeQueue(clock: clock)
+        let id = try XCTUnwrap(try addJobs("a.example", 1, to: queue, in: directory).first)
+        let first = try XCTUnwrap(try queue.claim(ClaimRequest(limit: 1, perHostCap: 1, leaseMilliseconds: 1000)).first)
+        XCTAssertEqual(first.job.leaseExpiresAt, clock.now + 1000)
+        clock.advance(by: 999)
+        XCTAssertEqual(try queue.claim(ClaimRequest(limit: 1, perHostCap: 5)), [], "the lease is still live")
+        XCTAssertEqual(try queue.job(id: id)?.state, .running)
+        clock.advance(by: 1)
+        let second = try XCTUnwrap(try queue.claim(ClaimRequest(limit: 1, perHostCap: 1, leaseMilliseconds: 1000)).first)
+        XCTAssertEqual(second.jobID, id)
+        XCTAssertNotEqual(second.token, first.token)
+        XCTAssertEqual(second.job.attempts, 2)
+        let attempts = try queue.attempts(jobID: id)
+        XCTAssertEqual(attempts.map(\.number), [1, 2])
+        XCTAssertEqual(attempts[0].finishedAt, clock.now)
+        XCTAssertTrue(attempts[0].error?.contains("lease expired") == true, "\(attempts[0])")
+        XCTAssertNil(attempts[1].finishedAt)
+        try assertCountersConsistent(queue.database)
+    }
+
+    func testRenewingKeepsTheLease() throws {
+        let clock = TestClock()
+        let (queue, directory) = try makeQueue(clock: clock)
+        try addJobs("a.example", 1, to: queue, in: directory)
+        let lease = try XCTUnwrap(try queue.claim(ClaimRequest(limit: 1, perHostCap: 1, leaseMilliseconds: 1000)).first)
+        clock.advance(by: 900)
+        XCTAssertEqual(try queue.renew([(lease.jobID, lease.token)], leaseMilliseconds: 1000), [])
+        clock.advance(by: 900)
+        XCTAssertEqual(try queue.claim(ClaimRequest(limit: 1, perHostCap: 5)), [], "renewed lease must not expire")
+        XCTAssertNoThrow(try queue.complete(jobID: lease.jobID, token: lease.token, status: 200, bytes: 5))
+    }
+
+    func testALateResultWithAStaleLeaseIsRefused() throws {
+        let clock = TestClock()
+        let (queue, directory) = try makeQueue(clock: clock)
+        let id = try XCTUnwrap(try addJobs("a.example", 1, to: queue, in: directory).first)
+        let stale = try XCTUnwrap(try queue.claim(ClaimRequest(limit: 1, perHostCap: 1, leaseMilliseconds: 1000)).first)
+        clock.advance(by: 5000)
+        let fresh = try XCTUnwrap(try queue.claim(ClaimRequest(limit: 1, perHostCap: 1, leaseMilliseconds: 1000)).first)
+        XCTAssertEqual(fresh.jobID, id)
+
+        XCTAssertThrowsError(try queue.complete(jobID: id, token: stale.token, status: 200, bytes: 10)) { error in
+            XCTAssertEqual((error as? StaleLeaseError)?.jobID, id, "\(error)")
+        }
+        XCTAssertThrowsError(try queue.reschedule(jobID: id, token: stale.token, at: 0, status: 500, error: "x")) {
+            XCTAssertTrue($0 is StaleLeaseError, "\($0)")
+        }
+        XCTAssertThrowsError(try queue.fail(jobID: id, token: stale.token, status: 404, reason: "gone")) {
+            XCTAssertTrue($0 is StaleLeaseError, "\($0)")
+        }
+        XCTAssertFalse(try queue.release(jobID: id, token: stale.token, reason: "stop"))
+        XCTAssertEqual(try queue.renew([(id, stale.token)], leaseMilliseconds: 1000), [id])
+        try queue.recordProgress([Progress(jobID: id, token: stale.token, receivedBytes: 999, expectedBytes: 999)])
+        let job = try XCTUnwrap(try queue.job(id: id))
+        XCTAssertEqual(job.state, .running)
+        XCTAssertEqual(job.leaseToken, fresh.token, "the stale holder changed the job")
+        XCTAssertEqual(job.receivedBytes, 0)
+        XCTAssertNil(job.expectedBytes)
+
+        try queue.complete(jobID: id, token: fresh.token, status: 200, bytes: 10)
+        XCTAssertEqual(try queue.job(id: id)?.state, .done)
+        XCTAssertThrowsError(try queue.complete(jobID: id, token: fresh.token, status: 200, bytes: 10), "completing twice")
+        try assertCountersConsistent(queue.database)
+    }
+
+    func testALeaseExpiringOnTheLastAttemptFailsTheJob() throws {
+        let clock = TestClock()
+        let (queue, directory) = try makeQueue(clock: clock)
+        let id = try XCTUnwrap(try addJobs("a.example", 1, to: queue, in: directory, maxAttempts: 1).first)
+        _ = try queue.claim(ClaimRequest(limit: 1, perHostCap: 1, leaseMilliseconds: 1000))
+        clock.advance(by: 1000)
+        XCTAssertEqual(try queue.claim(ClaimRequest(limit: 1, perHostCap: 1)), [])
+        let job = try XCTUnwrap(try queue.job(id: id))
+        XCTAssertEqual(job.state, .failed)
+        XCTAssertTrue(job.lastError?.hasPrefix("gave up after 1 attempts") == true, "\(job.lastError ?? "nil")")
+        XCTAssertNil(job.leaseToken)
+        XCTAssertEqual(job.finishedAt, clock.now)
+        try assertCountersConsistent(queue.database)
+    }
+
+    func testExpireLeasesOfOwnersFreesTheirJobsAtOnce() throws {
+        let (queue, directory) = try makeQueue()
+        try addJobs("a.example", 4, to: queue, in: directory)
+        let gone = try queue.claim(ClaimRequest(limit: 2, perHostCap: 4, leaseMilliseconds: 3_600_000, owner: "m/1/1"))
+        let alive = try queue.claim(ClaimRequest(limit: 2, perHostCap: 4, leaseMilliseconds: 3_600_000, owner: "m/2/2"))
+        XCTAssertEqual(Set(try queue.leaseOwners()), ["m/1/1", "m/2/2"])
+        try queue.expireLeases(ofOwners: ["m/1/1"])
+        XCTAssertEqual(try queue.leaseOwners(), ["m/2/2"])
+        let again = try queue.claim(ClaimRequest(limit: 4, perHostCap: 4))
+        XCTAssertEqual(Set(again.map(\.jobID)), Set(gone.map(\.jobID)))
+        XCTAssertTrue(Set(again.map(\.jobID)).isDisjoint(with: alive.map(\.jobID)))
+    }
+
+    // MARK: - Retries
+
+    func testRescheduleFailsTheJobAfterMaxAttempts() throws {
+        let clock = TestClock()
+        let (queue, directory) = try makeQueue(clock: clock)
+        let id = try XCTUnwrap(try addJobs("a.example", 1, to: queue, in: directory, maxAttempts: 3).first)
+        var results: [RescheduleResult] = []
+        for _ in 1...3 {
+            let lease = try XCTUnwrap(try queue.claim(ClaimRequest(limit: 1, perHostCap: 1)).first, "attempt \(results.count + 1)")
+            results.append(try queue.reschedule(jobID: id, token: lease.token, at: clock.now, status: 503, error: "HTTP 503", bytes: 7))
+            clock.advance(by: 10)
+        }
+        XCTAssertEqual(results.dropLast(), [.queued(at: clock.now - 30), .queued(at: clock.now - 20)])
+        XCTAssertEqual(results.last, .failed(reason: "gave up after 3 attempts: HTTP 503"))
+        let job = try XCTUnwrap(try queue.job(id: id))
+        XCTAssertEqual(job.state, .failed)
+        XCTAssertEqual(job.lastError, "gave up after 3 attempts: HTTP 503")
+        XCTAssertEqual(job.lastStatus, 503)
+        XCTAssertEqual(job.attempts, 3)
+        XCTAssertNotNil(job.finishedAt)
+        XCTAssertNil(job.leaseToken)
+        let attempts = try queue.attempts(jobID: id)
+        XCTAssertEqual(attempts.map(\.number), [1, 2, 3])
+        XCTAssertTrue(attempts.allSatisfy { $0.finishedAt != nil && $0.status == 503 && $0.bytes == 7 }, "\(attempts)")
+        XCTAssertEqual(try queue.claim(ClaimRequest(limit: 1, perHostCap: 1)), [], "a failed job is not claimed")
+        XCTAssertEqual(try queue.status().topFailures.first?.reason, "gave up after 3 attempts: HTTP 503")
+        try assertCountersConsistent(queue.database)
+    }
+
+    func testARescheduledJobWaitsUntilItsTime() throws {
+        let clock = TestClock()
+        let (queue, directory) = try makeQueue(clock: clock)
+        let id = try XCTUnwrap(try addJobs("a.example", 1, to: queue, in: directory).first)
+        let lease = try XCTUnwrap(try queue.claim(ClaimRequest(limit: 1, perHostCap: 1)).first)
+        let due = clock.now + 60_000
+        XCTAssertEqual(try queue.reschedule(jobID: id, token: lease.token, at: due, status: nil, error: "connection reset"), .queued(at: due))
+        let status = try queue.status()
+        XCTAssertEqual(status.waitingForRetry, 1)
+        XCTAssertEqual(status.nextRetryAt, due)
+        clock.advance(by: 59_999)
+        XCTAssertEqual(try queue.claim(ClaimRequest(limit: 1, perHostCap: 1)), [])
+        clock.advance(by: 1)
+        XCTAssertEqual(try queue.claim(ClaimRequest(limit: 1, perHostCap: 1)).map(\.jobID), [id])
+        XCTAssertEqual(try queue.status().waitingForRetry, 0)
+    }
+
+    func testReleaseDoesNotCountTheAttempt() throws {
+        let (queue, directory) = try makeQueue()
+        let id = try XCTUnwrap(try addJobs("a.example", 1, to: queue, in: directory, maxAttempts: 1).first)
+        for _ in 0..<3 {
+            let lease = try XCTUnwrap(try queue.claim(ClaimRequest(limit: 1, perHostCap: 1)).first)
+            XCTAssertTrue(try queue.release(jobID: id, token: lease.token, reason: "interrupted"))
+        }
+        let job = try XCTUnwrap(try queue.job(id: id))
+        XCTAssertEqual(job.state, .queued)
+        XCTAssertEqual(job.attempts, 0)
+        try assertCountersConsistent(queue.database)
+    }
+
+    // MARK: - Fairness
+
+    func testABigHostDoesNotStarveASmallOne() throws {
+        let clock = TestClock()
+        let (queue, directory) = try makeQueue(clock: clock)
+        try addJobs("big.example", 1000, to: queue, in: directory)
+        try addJobs("small.example", 10, to: queue, in: directory)
+        let first = try queue.claim(ClaimRequest(limit: 8, perHostCap: 4))
+        XCTAssertEqual(hostCounts(first), ["big.example:443": 4, "small.example:443": 4])
+        for lease in first { try queue.complete(jobID: lease.jobID, token: lease.token, status: 200, bytes: 1) }
+        // Claiming one at a time, hosts take turns until the small one runs dry.
+        var order: [String] = []
+        for _ in 0..<12 {
+            clock.advance(by: 1)
+            let lease = try XCTUnwrap(try queue.claim(ClaimRequest(limit: 1, perHostCap: 100)).first)
+            order.append(lease.job.host == "small.example:443" ? "s" : "b")
+        }
+        XCTAssertEqual(order.filter { $0 == "s" }.count, 6, "turns were \(order.joined())")
+        XCTAssertEqual(order.prefix(12).joined().replacingOccurrences(of: "sb", with: "").replacingOccurrences(of: "bs", with: ""), "",
+                       "hosts must alternate: \(order.joined())")
+    }
+
+    func testAPausedHostIsSkippedUntilItsPauseEnds() throws {
+        let clock = TestClock()
+        let (queue, directory) = try makeQueue(clock: clock)
+        try addJobs("a.example", 3, to: queue, in: directory)
+        try addJobs("b.example", 3, to: queue, in: directory)
+        try queue.pauseHost("a.example:443", until: clock.now + 10_000, reason: "Retry-After: 10")
+        try queue.pauseHost("a.example:443", until: clock.now + 5_000, reason: "shorter")  // the later pause is kept
+        XCTAssertEqual(Set(try queue.claim(ClaimRequest(limit: 10, perHostCap: 10)).map(\.job.host)), ["b.example:443"])
+        let status = try queue.status()
+        XCTAssertEqual(status.pausedHosts.map(\.host), ["a.example:443"])
+        XCTAssertEqual(status.pausedHosts.first?.until, clock.now + 10_000)
+        XCTAssertEqual(status.pausedHosts.first?.reason, "Retry-After: 10")
+        clock.advance(by: 9_999)
+        XCTAssertEqual(try queue.claim(ClaimRequest(limit: 10, perHostCap: 10)), [])
+        clock.advance(by: 1)
+        XCTAssertEqual(try queue.claim(ClaimRequest(limit: 10, perHostCap: 10)).count, 3)
+        XCTAssertEqual(try queue.status().pausedHosts.count, 0)
+    }
+
+    // MARK: - Cancel and retry
+
+    func testCancelAndRetry() throws {
+        let (queue, directory) = try makeQueue()
+        let ids = try addJobs("a.example", 5, to: queue, in: directory, maxAttempts: 1)
+        let tokens = Dictionary(uniqueKeysWithValues: try queue.claim(ClaimRequest(limit: 5, perHostCap: 10)).map { ($0.jobID, $0.token) })
+        XCTAssertEqual(Set(tokens.keys), Set(ids))
+        // ids[0] queued, ids[1] running, ids[2] done, ids[3] failed, ids[4] running.
+        XCTAssertTrue(try queue.release(jobID: ids[0], token: tokens[ids[0]]!, reason: "set-up"))
+        try queue.complete(jobID: ids[2], token: tokens[ids[2]]!, status: 200, bytes: 1)
+        try queue.fail(jobID: ids[3], token: tokens[ids[3]]!, status: 404, reason: "HTTP 404 Not Found")
+
+        XCTAssertEqual(try queue.cancel([ids[0], ids[1], ids[2], ids[3], 999_999]),
+                       [.changed, .changed, .unchanged(.done), .changed, .notFound])
+        XCTAssertEqual(try queue.cancel([ids[0]]), [.unchanged(.cancelled)])
+        XCTAssertThrowsError(try queue.complete(jobID: ids[1], token: tokens[ids[1]]!, status: 200, bytes: 1),
+                             "a cancelled job's worker must not complete it") { XCTAssertTrue($0 is StaleLeaseError, "\($0)") }
+        let cancelledRunning = try XCTUnwrap(try queue.job(id: ids[1]))
+        XCTAssertEqual(cancelledRunning.state, .cancelled)
+        XCTAssertNil(cancelledRunning.leaseToken)
+        XCTAssertNotNil(cancelledRunning.finishedAt)
+        XCTAssertEqual(try queue.attempts(jobID: ids[1]).last?.error, "cancelled")
+        XCTAssertNotNil(try queue.attempts(jobID: ids[1]).last?.finishedAt)
+        XCTAssertEqual(try queue.job(id: ids[3])?.lastError, "HTTP 404 Not Found", "cancelling keeps the failure reason")
+        XCTAssertEqual(try queue.status().counts, [.queued: 0, .running: 1, .done: 1, .failed: 0, .cancelled: 3])
+
+        XCTAssertEqual(try queue.retry([ids[0], ids[2], ids[4], ids[3], 999_999]),
+                       [.changed, .unchanged(.done), .unchanged(.running), .changed, .notFound])
+        let retried = try XCTUnwrap(try queue.job(id: ids[3]))
+        XCTAssertEqual(retried.state, .queued)
+        XCTAssertEqual(retried.attempts, 0)
+        XCTAssertNil(retried.lastError)
+        XCTAssertNil(retried.finishedAt)
+        XCTAssertEqual(try queue.retry([ids[0]]), [.unchanged(.queued)])
+        XCTAssertEqual(Set(try queue.claim(ClaimRequest(limit: 5, perHostCap: 10)).map(\.jobID)), [ids[0], ids[3]])
+        try assertCountersConsistent(queue.database)
+    }
+
+    func testRetryAllFailedRequeuesOnlyFailedJobs() throws {
+        let (queue, directory) = try makeQueue()
+        let ids = try addJobs("a.example", 4, to: queue, in: directory, maxAttempts: 1)
+        let leases = try queue.claim(ClaimRequest(limit: 4, perHostCap: 4))
+        XCTAssertEqual(leases.count, 4)
+        try queue.fail(jobID: leases[0].jobID, token: leases[0].token, status: 500, reason: "boom")
+        try queue.fail(jobID: leases[1].jobID, token: leases[1].token, status: 500, reason: "boom")
+        try queue.complete(jobID: leases[2].jobID, token: leases[2].token, status: 200, bytes: 1)
+        _ = try queue.cancel([leases[3].jobID])
+        XCTAssertEqual(try queue.retryAllFailed(), 2)
+        XCTAssertEqual(try queue.status().counts, [.queued: 2, .running: 0, .done: 1, .failed: 0, .cancelled: 1])
+        XCTAssertEqual(try queue.retryAllFailed(), 0)
+        let requeued = try queue.claim(ClaimRequest(limit: 4, perHostCap: 4))
+        XCTAssertEqual(Set(requeued.map(\.jobID)), [leases[0].jobID, leases[1].jobID])
+        XCTAssertTrue(requeued.allSatisfy { $0.job.attempts == 1 }, "attempts were reset")
+        XCTAssertEqual(ids.count, 4)
+        try assertCountersConsistent(queue.database)
+    }
+
+    // MARK: - Status
+
+    func testStatusCounts() throws {
+        let clock = TestClock()
+        let (queue, directory) = try makeQueue(clock: clock)
+        try addJobs("a.example", 6, to: queue, in: directory, maxAttempts: 1)
+        try addJobs("b.example", 4, to: queue, in: directory, maxAttempts: 2)
+        let leases = try queue.claim(ClaimRequest(limit: 10, perHostCap: 10))
+        XCTAssertEqual(leases.count, 10)
+        let a = leases.filter { $0.job.host == "a.example:443" }
+        let b = leases.filter { $0.job.host == "b.example:443" }
+        try queue.recordProgress([Progress(jobID: a[0].jobID, token: a[0].token, receivedBytes: 40, expectedBytes: 100)])
+        try queue.complete(jobID: a[1].jobID, token: a[1].token, status: 200, bytes: 1000)
+        try queue.fail(jobID: a[2].jobID, token: a[2].token, status: 404, reason: "HTTP 404")
+        try queue.fail(jobID: a[3].jobID, token: a[3].token, status: 404, reason: "HTTP 404")
+        try queue.fail(jobID: a[4].jobID, token: a[4].token, status: nil, reason: "checksum mismatch")
+        _ = try queue.cancel([a[5].jobID])
+        try queue.reschedule(jobID: b[0].jobID, token: b[0].token, at: clock.now + 30_000, status: 503, error: "HTTP 503")
+        try queue.reschedule(jobID: b[1].jobID, token: b[1].token, at: clock.now + 10_000, status: 503, error: "HTTP 503")
+        try queue.release(jobID: b[2].jobID, token: b[2].token, reason: "stopped")
+        try queue.pauseHost("b.example:443", until: clock.now + 20_000, reason: "Retry-After")
+        try queue.pauseHost("c.example:443", until: clock.now - 1, reason: "over")
+
+        let status = try queue.status()
+        XCTAssertEqual(status.counts, [.queued: 3, .running: 2, .done: 1, .failed: 3, .cancelled: 1])
+        XCTAssertEqual(status.total, 10)
+        XCTAssertEqual(status.receivedBytes, 1040)
+        XCTAssertEqual(status.expectedBytes, 1100)
+        XCTAssertEqual(status.unknownSize, 7, "jobs without a known size, cancelled ones aside")
+        XCTAssertEqual(status.waitingForRetry, 2)
+        XCTAssertEqual(status.nextRetryAt, clock.now + 10_000)
+        XCTAssertEqual(status.pausedHosts.map(\.host), ["b.example:443"])
+        XCTAssertEqual(status.topFailures.map(\.reason), ["HTTP 404", "checksum mismatch"])
+        XCTAssertEqual(status.topFailures.map(\.count), [2, 1])
+        try assertCountersConsistent(queue.database)
+
+        clock.advance(by: 10_000)
+        XCTAssertEqual(try queue.status().waitingForRetry, 1, "a retry that is due no longer waits")
+    }
+
+    // MARK: - Concurrent claimers
+
+    /// Two claimers on two connections, on two threads, claim and finish concurrently: no job is
+    /// ever held by both, and together they never run more than the cap per host. SQLite's lock
+    /// is not fair, so a round in which one claimer did all the work is run again (fresh
+    /// database), up to three rounds.
+    func testTwoClaimersOnTwoConnectionsNeverShareAJobOrExceedTheCap() throws {
+        let directory = try makeTempDirectory()
+        for round in 1...3 {
+            let claims = try claimRound(in: try directory.makeDirectory("round-\(round)"))
+            print("round \(round): claims per claimer \(claims)")
+            if claims.allSatisfy({ $0 > 0 }) { return }
+        }
+        XCTFail("in three rounds, one claimer always did all the work: the claims never overlapped")
+    }
+
+    private func claimRound(in folder: String) throws -> [Int] {
+        let path = folder + "/haul.db"
+        let cap = 2
+        do {
+            let queue = try JobQueue(path: path)
+            for host in ["a.example", "b.example", "c.example"] {
+                try add((0..<60).map { "https://\(host)/\(host)-\($0)" }, to: queue, in: folder)
+            }
+        }
+        let held = Mutex(Set<Int>())
+        let duplicates = Mutex([String]())
+        let reports = Mutex([ClaimWorker.Report]())
+        let errors = Mutex([String]())
+        let finished = DispatchGroup()
+        for worker in 0..<2 {
+            finished.enter()
+            Thread.detachNewThread {
+                defer { finished.leave() }
+                do {
+                    let report = try ClaimWorker.run(
+                        path: path, perHostCap: cap, seed: UInt64(worker + 1), owner: "worker-\(worker)", rescheduleOneIn: 4,
+                        maximumHeld: 4,
+                        onClaimed: { leases in
+                            held.withLock { ids in
+                                for lease in leases where !ids.insert(lease.jobID).inserted {
+                                    duplicates.withLock { $0.append("job \(lease.jobID) claimed by worker \(worker) while held") }
+                                }
+                            }
+                        },
+                        willRelease: { id in _ = held.withLock { $0.remove(id) } })
+                    reports.withLock { $0.append(report) }
+                } catch {
+                    errors.withLock { $0.append("worker \(worker): \(error)") }
+                }
+            }
+        }
+        XCTAssertEqual(finished.wait(timeout: .now() + 45), .success, "claimers did not finish")
+        XCTAssertEqual(errors.withLock { $0 }, [])
+        XCTAssertEqual(duplicates.withLock { $0 }, [])
+        let all = reports.withLock { $0 }
+        XCTAssertEqual(all.count, 2)
+        XCTAssertEqual(all.flatMap(\.violations), [])
+        let database = try Database(path: path)
+        XCTAssertEqual(try database.scalarInt("SELECT count(*) FROM jobs WHERE state <> 'done'"), 0)
+        XCTAssertEqual(all.reduce(0) { $0 + $1.claimed.count }, try database.scalarInt("SELECT count(*) FROM attempts"),
+                       "every claim is one attempt")
+        XCTAssertEqual(Set(all.flatMap(\.claimed)).count, 180)
+        XCTAssertEqual(try database.scalarInt("SELECT count(*) FROM attempts WHERE finished_at IS NULL"), 0)
+        try assertCountersConsistent(database)
+        return all.map(\.claimed.count)
+    }
+}
