@@ -54,7 +54,7 @@ enum AddCommand: Command {
         let importer = URLListImporter(queue: queue, resolver: resolver) { line, reason, text in
             var message = "haul: \(source == "argument" ? "argument \(line)" : "\(source):\(line)"): \(reason)"
             if let text, !text.isEmpty, !reason.description.contains(HTTPURL.redact(text)) {
-                message += " — \(HTTPURL.redact(text))"
+                message += " — \(Self.printable(HTTPURL.redact(text)))"
             }
             Console.error(message)
         }
@@ -69,6 +69,20 @@ enum AddCommand: Command {
             throw CommandFailure(message: "\(error); the \(summary.added) jobs added before this are kept")
         }
         return summary
+    }
+
+    /// The text with control characters shown as escapes, so a rejected line cannot drive the
+    /// terminal.
+    static func printable(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            if scalar.value < 0x20 || scalar.value == 0x7F || (0x80...0x9F).contains(scalar.value) {
+                out += "\\x" + String(format: "%02x", scalar.value)
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 
     private static func printSummary(_ summary: URLListImporter.Summary, json: Bool) {

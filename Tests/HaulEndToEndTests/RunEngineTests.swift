@@ -1,0 +1,269 @@
+import Foundation
+import HaulCore
+import HaulTestSupport
+import XCTest
+
+/// `haul run` against the loopback fault server: what is refused, what is retried and when, and
+/// what ends up at the destination.
+final class RunEngineTests: XCTestCase {
+    // MARK: Permanent failures
+
+    func testNotFoundFailsTheJobAndLeavesNoFile() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        try h.add([server.url("/missing.bin").absoluteString])
+
+        let result = try h.run(["run", "--max-attempts", "3"])
+
+        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
+        XCTAssertEqual(server.requestCount(path: "/missing.bin"), 1, "a 404 is not retried")
+        XCTAssertEqual(h.outputFiles(), [], "neither the file nor a temp file may be left")
+        let job = try h.show(1)
+        XCTAssertEqual(job["state"] as? String, "failed")
+        XCTAssertEqual(job["last_status"] as? Int, 404)
+        XCTAssertTrue((job["last_error"] as? String ?? "").contains("404"), "reason: \(job["last_error"] ?? "nil")")
+    }
+
+    func testGzipEncodedBodyFailsTheJob() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let plain = Data("hello, gzip\n".utf8)
+        server.route("/page.txt", FaultServer.Response.ok(runTestGzipStored(plain), headers: ["Content-Encoding": "gzip"]))
+        try h.add([server.url("/page.txt").absoluteString])
+
+        let result = try h.run(["run", "--max-attempts", "3"])
+
+        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
+        XCTAssertEqual(server.requests(path: "/page.txt").first?.header("Accept-Encoding"), "identity")
+        XCTAssertEqual(server.requestCount(path: "/page.txt"), 1, "an encoded body is refused for good, not retried")
+        XCTAssertEqual(h.outputFiles(), [])
+        let job = try h.show(1)
+        XCTAssertEqual(job["state"] as? String, "failed")
+        XCTAssertTrue((job["last_error"] as? String ?? "").contains("Content-Encoding"), "reason: \(job["last_error"] ?? "nil")")
+    }
+
+    func testChecksumMismatchIsRetriedThenFailsAndMatchIsDone() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let data = runTestData(50_000, seed: 13)
+        server.route("/bad.bin", FaultServer.file(data, etag: "\"s1\""))
+        server.route("/good.bin", FaultServer.file(data, etag: "\"s1\""))
+        let wrong = String(repeating: "ab", count: 32)
+        try h.add([
+            "\(server.url("/bad.bin").absoluteString) sha256=\(wrong)",
+            "\(server.url("/good.bin").absoluteString) sha256=\(runTestSHA256(data))",
+        ])
+
+        let result = try h.run(["run", "--max-attempts", "2"])
+
+        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
+        XCTAssertEqual(server.requestCount(path: "/bad.bin"), 2, "a checksum mismatch is retried up to --max-attempts")
+        XCTAssertNil(server.requests(path: "/bad.bin").last?.rangeHeader, "a mismatching file is not resumed")
+        XCTAssertEqual(h.outputFiles(), ["good.bin"], "no file (and no temp file) for the mismatch")
+        XCTAssertEqual(h.contents("good.bin"), data)
+        let bad = try h.show(1)
+        XCTAssertEqual(bad["state"] as? String, "failed")
+        XCTAssertEqual(bad["attempts"] as? Int, 2)
+        XCTAssertTrue((bad["last_error"] as? String ?? "").contains("sha256 mismatch"), "reason: \(bad["last_error"] ?? "nil")")
+        XCTAssertEqual(try h.show(2)["state"] as? String, "done")
+    }
+
+    // MARK: Retry-After
+
+    func testRetryAfterSecondsPausesTheHost() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let data = runTestData(20_000, seed: 2)
+        let other = runTestData(3_000, seed: 3)
+        server.route("/busy.bin", sequence: [
+            FaultServer.Response.status(429, headers: ["Retry-After": "2"]).handler,
+            FaultServer.file(data, etag: "\"b1\""),
+        ])
+        server.route("/other.bin", FaultServer.file(other))
+        try h.add([server.url("/busy.bin").absoluteString, server.url("/other.bin").absoluteString])
+
+        // One transfer at a time, so /other.bin is still queued when the 429 pauses the host.
+        let result = try h.run(["run", "-j", "1", "--per-host", "1", "--max-retry-after", "10", "--max-attempts", "3"])
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.contents("busy.bin"), data)
+        XCTAssertEqual(h.contents("other.bin"), other)
+        let requests = server.allRequests
+        XCTAssertEqual(requests.map(\.path), ["/busy.bin", "/other.bin", "/busy.bin"], "the 429 comes first; both wait for the pause")
+        let refused = try XCTUnwrap(requests.first)
+        for later in requests.dropFirst() {
+            let gap = later.receivedInstant - refused.receivedInstant
+            XCTAssertGreaterThanOrEqual(gap, .seconds(2), "\(later.path) was requested \(gap) after the Retry-After: 2")
+        }
+    }
+
+    func testRetryAfterHTTPDateIsHonoured() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let data = runTestData(20_000, seed: 4)
+        let sent = RunTestBox<String?>(nil)
+        server.route("/later.bin", sequence: [
+            { _ in
+                // A whole second in the future is 2.5-3.5 s away (the format drops the fraction).
+                let date = HTTPDate.format(Date().addingTimeInterval(3.5))
+                sent.set(date)
+                return FaultServer.Response.status(503, headers: ["Retry-After": date])
+            },
+            FaultServer.file(data, etag: "\"d1\""),
+        ])
+        try h.add([server.url("/later.bin").absoluteString])
+
+        let result = try h.run(["run", "--max-retry-after", "10", "--max-attempts", "3"])
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.contents("later.bin"), data)
+        let requests = server.requests(path: "/later.bin")
+        XCTAssertEqual(requests.count, 2)
+        guard requests.count == 2, let header = sent.get(), let date = HTTPDate.parse(header) else { return }
+        let gap = requests[1].receivedInstant - requests[0].receivedInstant
+        XCTAssertGreaterThanOrEqual(gap, .seconds(2), "retried \(gap) after a Retry-After 2.5-3.5 s away")
+        // Wall clocks: allow the few milliseconds haul's whole-millisecond clock may round off.
+        XCTAssertGreaterThanOrEqual(requests[1].receivedAt.timeIntervalSince(date), -0.01,
+                                    "retried before the Retry-After date \(header)")
+    }
+
+    // MARK: Stall
+
+    func testStalledAttemptIsRecordedAndRetried() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let data = runTestData(30_000, seed: 5)
+        server.route("/quiet.bin", sequence: [
+            FaultServer.Response.ok(data, headers: ["ETag": "\"q1\""]).stalledAfterHeaders(.forever).handler,
+            FaultServer.file(data, etag: "\"q1\""),
+        ])
+        try h.add([server.url("/quiet.bin").absoluteString])
+
+        let result = try h.run(["run", "--stall", "1", "--max-attempts", "3"])
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.contents("quiet.bin"), data)
+        XCTAssertEqual(server.requestCount(path: "/quiet.bin"), 2)
+        let job = try h.show(1)
+        XCTAssertEqual(job["state"] as? String, "done")
+        XCTAssertEqual(job["attempts"] as? Int, 2)
+        let log = try XCTUnwrap(job["attempt_log"] as? [[String: Any]])
+        XCTAssertEqual(log.count, 2)
+        XCTAssertTrue((log.first?["error"] as? String ?? "").contains("stalled"), "attempt 1: \(log.first ?? [:])")
+        XCTAssertEqual(log.last?["status"] as? Int, 200)
+    }
+
+    // MARK: Redirects
+
+    func testRedirects() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let data = runTestData(10_000, seed: 7)
+        server.route("/final.bin", FaultServer.file(data, etag: "\"r1\""))
+        // Not http(s): refused, and never fetched.
+        server.route("/evil", FaultServer.Response.redirect(to: "file:///etc/passwd"))
+        // A loop.
+        server.route("/loop-a", FaultServer.Response.redirect(to: "/loop-b"))
+        server.route("/loop-b", FaultServer.Response.redirect(to: "/loop-a"))
+        // 11 hops: /long0 → … → /long11 → final is one too many; 10 (from /long1) is fine.
+        for hop in 0...10 {
+            server.route("/long\(hop)", FaultServer.Response.redirect(to: hop == 10 ? "/final.bin" : "/long\(hop + 1)"))
+        }
+        // 3 hops, relative Locations included.
+        server.route("/dir/short0", FaultServer.Response.redirect(to: "short1"))
+        server.route("/dir/short1", FaultServer.Response.redirect(to: "../short2", status: 301))
+        server.route("/short2", FaultServer.Response.redirect(to: server.url("/final.bin").absoluteString, status: 307))
+        try h.add([
+            "\(server.url("/evil").absoluteString) out=evil",
+            "\(server.url("/loop-a").absoluteString) out=loop",
+            "\(server.url("/long0").absoluteString) out=eleven",
+            "\(server.url("/long1").absoluteString) out=ten",
+            "\(server.url("/dir/short0").absoluteString) out=three",
+        ])
+
+        let result = try h.run(["run", "--max-attempts", "3"])
+
+        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.outputFiles(), ["ten", "three"])
+        XCTAssertEqual(h.contents("three"), data)
+        XCTAssertEqual(h.contents("ten"), data)
+        XCTAssertEqual(server.requestCount(path: "/evil"), 1, "a refused redirect is not retried")
+        XCTAssertEqual(server.requestCount(path: "/loop-a"), 1, "a loop is refused when it comes back, not retried")
+
+        let evil = try h.show(1)
+        XCTAssertEqual(evil["state"] as? String, "failed")
+        let evilReason = evil["last_error"] as? String ?? ""
+        XCTAssertTrue(evilReason.contains("refused") && evilReason.contains("file:"), "reason: \(evilReason)")
+        let loop = try h.show(2)
+        XCTAssertEqual(loop["state"] as? String, "failed")
+        XCTAssertTrue((loop["last_error"] as? String ?? "").contains("loop"), "reason: \(loop["last_error"] ?? "nil")")
+        let eleven = try h.show(3)
+        XCTAssertEqual(eleven["state"] as? String, "failed")
+        XCTAssertTrue((eleven["last_error"] as? String ?? "").contains("redirects"), "reason: \(eleven["last_error"] ?? "nil")")
+        XCTAssertEqual(server.requestCount(path: "/final.bin"), 2, "the 11th hop is never requested")
+        XCTAssertEqual(try h.show(4)["state"] as? String, "done")
+        XCTAssertEqual(try h.show(5)["state"] as? String, "done")
+    }
+
+    // MARK: haul get
+
+    func testGetAddsAndRunsAndAgainIsANoOp() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let first = runTestData(40_000, seed: 8)
+        let second = runTestData(1_000, seed: 9)
+        server.route("/a.bin", FaultServer.file(first, etag: "\"g1\""))
+        server.route("/b.bin", FaultServer.file(second))
+        let urls = [server.url("/a.bin").absoluteString, server.url("/b.bin").absoluteString]
+
+        let once = try h.run(["get"] + urls + ["-d", h.out])
+        XCTAssertEqual(once.status, 0, once.stdoutText + once.stderrText)
+        XCTAssertEqual(h.contents("a.bin"), first)
+        XCTAssertEqual(h.contents("b.bin"), second)
+        XCTAssertEqual(h.outputFiles(), ["a.bin", "b.bin"])
+        XCTAssertEqual(server.allRequests.count, 2)
+
+        let again = try h.run(["get"] + urls + ["-d", h.out])
+        XCTAssertEqual(again.status, 0, again.stdoutText + again.stderrText)
+        XCTAssertEqual(server.allRequests.count, 2, "nothing is downloaded again")
+        XCTAssertTrue(again.stderrText.contains("already queued 2"), again.stderrText)
+        XCTAssertEqual(try h.counts()["done"], 2)
+        XCTAssertEqual(try h.counts().values.reduce(0, +), 2, "the same URLs are not queued twice")
+    }
+}
+
+/// `data` as a gzip member holding one stored (uncompressed) deflate block.
+func runTestGzipStored(_ data: Data) -> Data {
+    var out = Data([0x1F, 0x8B, 0x08, 0x00, 0, 0, 0, 0, 0x00, 0xFF])
+    let length = UInt16(data.count)
+    out.append(contentsOf: [0x01, UInt8(length & 0xFF), UInt8(length >> 8), UInt8(~length & 0xFF), UInt8(~length >> 8)])
+    out.append(data)
+    var crc: UInt32 = 0xFFFF_FFFF
+    for byte in data {
+        crc ^= UInt32(byte)
+        for _ in 0..<8 { crc = (crc >> 1) ^ (0xEDB8_8320 & (0 &- (crc & 1))) }
+    }
+    crc ^= 0xFFFF_FFFF
+    for value in [crc, UInt32(data.count)] {
+        out.append(contentsOf: (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) })
+    }
+    return out
+}
+
+/// A value shared with a server handler thread.
+final class RunTestBox<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func get() -> Value { lock.withLock { value } }
+    func set(_ newValue: Value) { lock.withLock { value = newValue } }
+    func update<R>(_ body: (inout Value) -> R) -> R { lock.withLock { body(&value) } }
+}

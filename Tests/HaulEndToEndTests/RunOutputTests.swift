@@ -1,0 +1,105 @@
+import Foundation
+import HaulCore
+import HaulTestSupport
+import XCTest
+
+/// What `haul run` prints: JSON lines with --json, one line per finished job otherwise, and never
+/// the credentials of a URL.
+final class RunOutputTests: XCTestCase {
+    private static let secret = "s3cr3t-Pa55"
+
+    func testJSONLinesEndWithSummaryAndHideCredentials() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let data = runTestData(20_000, seed: 41)
+        let private_ = runTestData(7_000, seed: 42)
+        server.route("/ok.bin", FaultServer.file(data, etag: "\"o\""))
+        server.route("/private.bin", FaultServer.file(private_, etag: "\"p\""))
+        server.route("/flaky.bin", sequence: [FaultServer.Response.status(500).handler, FaultServer.file(data)])
+        server.route("/sneaky", FaultServer.Response.redirect(to: "file://admin:\(Self.secret)@localhost/etc/passwd"))
+        let withCredentials = "http://user:\(Self.secret)@127.0.0.1:\(server.port)"
+        try h.add([
+            server.url("/ok.bin").absoluteString,
+            "\(withCredentials)/private.bin",
+            server.url("/flaky.bin").absoluteString,
+            server.url("/gone.bin").absoluteString,
+            "\(withCredentials)/sneaky out=sneaky",
+            "\(withCredentials)/missing.bin",
+        ])
+
+        let result = try h.run(["run", "--json", "--max-attempts", "2"])
+
+        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.contents("private.bin"), private_, "the URL with credentials is still downloaded")
+        XCTAssertEqual(h.contents("ok.bin"), data)
+        XCTAssertEqual(h.contents("flaky.bin"), data)
+        let lines = result.stdoutLines
+        let events = lines.map { line -> [String: Any] in
+            guard let object = runTestJSON(line) else { XCTFail("not a JSON object: \(line)"); return [:] }
+            return object
+        }
+        XCTAssertEqual(events.last?["event"] as? String, "summary", "the last line is the summary")
+        XCTAssertEqual(events.filter { $0["event"] as? String == "summary" }.count, 1)
+        let summary = events.last ?? [:]
+        XCTAssertEqual(summary["done"] as? Int, 3)
+        XCTAssertEqual(summary["failed"] as? Int, 3)
+        XCTAssertEqual(events.filter { $0["event"] as? String == "done" }.count, 3)
+        XCTAssertEqual(events.filter { $0["event"] as? String == "failed" }.count, 3)
+        XCTAssertEqual(events.filter { $0["event"] as? String == "retry" }.count, 1, "the 500 is retried once")
+
+        // No output of any command shows the secret.
+        var outputs = [("run --json", result)]
+        for arguments in [["status"], ["status", "--json"], ["list"], ["list", "--json"], ["show", "2"], ["show", "2", "--json"],
+                          ["show", "5"], ["show", "5", "--json"], ["show", "6", "--json"]] {
+            let shown = try h.run(arguments)
+            XCTAssertEqual(shown.status, 0, "haul \(arguments.joined(separator: " ")): \(shown.stderrText)")
+            outputs.append((arguments.joined(separator: " "), shown))
+        }
+        for (name, output) in outputs {
+            XCTAssertFalse(output.stdoutText.contains(Self.secret), "haul \(name) printed the secret: \(output.stdoutText)")
+            XCTAssertFalse(output.stderrText.contains(Self.secret), "haul \(name) printed the secret: \(output.stderrText)")
+        }
+        let list = try XCTUnwrap(outputs.first { $0.0 == "list" }?.1)
+        XCTAssertTrue(list.stdoutText.contains("http://***@127.0.0.1:\(server.port)/private.bin"), "list shows the URL redacted: \(list.stdoutText)")
+        let sneaky = try h.show(5)
+        XCTAssertEqual(sneaky["state"] as? String, "failed")
+        XCTAssertTrue((sneaky["last_error"] as? String ?? "").contains("refused"), "\(sneaky)")
+    }
+
+    func testPlainOutputPrintsOneDoneLinePerFileAndHidesCredentials() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let files = (0..<4).map { runTestData(3_000 + $0, seed: 50 + UInt64($0)) }
+        for (index, data) in files.enumerated() { server.route("/p\(index).bin", FaultServer.file(data)) }
+        server.route("/flaky.bin", sequence: [FaultServer.Response.status(503).handler, FaultServer.file(files[0])])
+        let withCredentials = "http://user:\(Self.secret)@127.0.0.1:\(server.port)"
+        try h.add([
+            server.url("/p0.bin").absoluteString,
+            server.url("/p1.bin").absoluteString,
+            "\(withCredentials)/p2.bin",
+            "\(withCredentials)/p3.bin",
+            "\(withCredentials)/flaky.bin",
+            "\(withCredentials)/nope.bin",
+        ])
+
+        // stderr is a pipe, not a terminal: plain mode.
+        let result = try h.run(["run", "--max-attempts", "2"])
+
+        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
+        for (index, data) in files.enumerated() { XCTAssertEqual(h.contents("p\(index).bin"), data) }
+        XCTAssertEqual(h.contents("flaky.bin"), files[0])
+        let doneLines = result.stdoutLines.filter { $0.hasPrefix("done") }
+        XCTAssertEqual(doneLines.count, 5, result.stdoutText)
+        for name in ["p0.bin", "p1.bin", "p2.bin", "p3.bin", "flaky.bin"] {
+            XCTAssertEqual(doneLines.filter { $0.contains("/\(name)") && $0.contains(h.out + "/" + name) }.count, 1,
+                           "one done line for \(name): \(result.stdoutText)")
+        }
+        XCTAssertEqual(result.stdoutLines.filter { $0.hasPrefix("failed") }.count, 1, result.stdoutText)
+        XCTAssertEqual(result.stdoutLines.filter { $0.hasPrefix("retry") }.count, 1, "the 503 is retried once: " + result.stdoutText)
+        XCTAssertTrue(result.stdoutText.contains("***@"), "credentials are shown redacted: \(result.stdoutText)")
+        XCTAssertFalse(result.stdoutText.contains(Self.secret), result.stdoutText)
+        XCTAssertFalse(result.stderrText.contains(Self.secret), result.stderrText)
+    }
+}

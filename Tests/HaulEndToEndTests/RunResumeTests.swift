@@ -1,0 +1,139 @@
+import Foundation
+import HaulCore
+import HaulTestSupport
+import XCTest
+
+/// `haul run` resuming interrupted bodies: Range + If-Range with a strong validator, and never a
+/// file spliced from two versions of a resource.
+final class RunResumeTests: XCTestCase {
+    func testTruncatedBodyResumesWithRange() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let data = runTestData(100_000, seed: 21)
+        let etag = "\"t1\""
+        let cut = 30_000
+        server.route("/cut.bin", sequence: [
+            { request in FaultServer.fileResponse(data, request: request, etag: etag).truncated(afterBytes: cut) },
+            FaultServer.file(data, etag: etag),
+        ])
+        try h.add([server.url("/cut.bin").absoluteString])
+
+        let result = try h.run(["run", "--max-attempts", "3"])
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.contents("cut.bin"), data)
+        XCTAssertEqual(h.outputFiles(), ["cut.bin"])
+        let requests = server.requests(path: "/cut.bin")
+        XCTAssertEqual(requests.count, 2)
+        XCTAssertNil(requests.first?.rangeHeader)
+        XCTAssertEqual(requests.last?.rangeHeader, "bytes=\(cut)-")
+        XCTAssertEqual(requests.last?.ifRangeHeader, etag)
+    }
+
+    func testConnectionResetResumesWithIfRange() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let data = runTestData(200_000, seed: 22)
+        let etag = "\"reset-1\""
+        server.route("/reset.bin", sequence: [
+            // Paced, so the first chunks are surely read before the reset.
+            { request in
+                FaultServer.fileResponse(data, request: request, etag: etag)
+                    .slowBody(bytesPerChunk: 16_384, delay: 0.05).reset(afterBytes: 65_536 + 1_000)
+            },
+            FaultServer.file(data, etag: etag),
+        ])
+        try h.add([server.url("/reset.bin").absoluteString])
+
+        let result = try h.run(["run", "--max-attempts", "3"])
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.contents("reset.bin"), data)
+        XCTAssertEqual(h.outputFiles(), ["reset.bin"])
+        let requests = server.requests(path: "/reset.bin")
+        XCTAssertEqual(requests.count, 2)
+        let range = try XCTUnwrap(requests.last?.rangeHeader, "the retry must resume")
+        let offset = try XCTUnwrap(Int(range.dropFirst("bytes=".count).dropLast()), range)
+        XCTAssertEqual(range, "bytes=\(offset)-")
+        XCTAssertTrue(offset > 0 && offset <= 66_536, range)
+        XCTAssertEqual(requests.last?.ifRangeHeader, etag)
+    }
+
+    func testServerIgnoringRangeRestartsCleanly() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let data = runTestData(100_000, seed: 23)
+        let etag = "\"i1\""
+        server.route("/whole.bin", sequence: [
+            { request in FaultServer.fileResponse(data, request: request, etag: etag).truncated(afterBytes: 40_000) },
+            FaultServer.fileIgnoringRange(data, etag: etag),
+        ])
+        try h.add([server.url("/whole.bin").absoluteString])
+
+        let result = try h.run(["run", "--max-attempts", "4"])
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.contents("whole.bin"), data)
+        XCTAssertEqual(h.outputFiles(), ["whole.bin"])
+        let requests = server.requests(path: "/whole.bin")
+        XCTAssertEqual(requests.last?.rangeHeader, nil, "the last attempt starts over")
+        XCTAssertTrue(requests.contains { $0.rangeHeader == "bytes=40000-" }, requests.map(\.description).joined(separator: "\n"))
+    }
+
+    /// Version A is cut short; then the resource is B. The server honours If-Range, so the resume
+    /// request gets the whole of B: the file must be B, never A's head with B's tail.
+    func testChangedResourceIsNeverSpliced() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let versionA = runTestData(100_000, seed: 24)
+        let versionB = runTestData(100_000, seed: 25)
+        server.route("/doc.bin", sequence: [
+            { request in FaultServer.fileResponse(versionA, request: request, etag: "\"A\"").truncated(afterBytes: 50_000) },
+            FaultServer.file(versionB, etag: "\"B\""),
+        ])
+        try h.add([server.url("/doc.bin").absoluteString])
+
+        let result = try h.run(["run", "--max-attempts", "4"])
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.contents("doc.bin"), versionB, "the file must be version B exactly")
+        XCTAssertEqual(h.outputFiles(), ["doc.bin"])
+        let requests = server.requests(path: "/doc.bin")
+        XCTAssertEqual(requests.dropFirst().first?.ifRangeHeader, "\"A\"", "the resume names the version it continues")
+    }
+
+    /// Like above, but the server wrongly ignores If-Range and sends the rest of B as a 206: its
+    /// ETag gives the change away, and the file must still be B exactly.
+    func testChangedResourceBehindBrokenIfRangeIsNeverSpliced() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let versionA = runTestData(100_000, seed: 26)
+        let versionB = runTestData(100_000, seed: 27)
+        server.route("/doc.bin", sequence: [
+            { request in FaultServer.fileResponse(versionA, request: request, etag: "\"A\"").truncated(afterBytes: 50_000) },
+            { request in
+                // Ignores If-Range: answers `Range: bytes=N-` with B's bytes from N.
+                guard let range = request.rangeHeader, range.hasPrefix("bytes="), range.hasSuffix("-"),
+                      let start = Int(range.dropFirst("bytes=".count).dropLast()), start < versionB.count
+                else { return FaultServer.Response.ok(versionB, headers: ["ETag": "\"B\""]) }
+                return FaultServer.Response(status: 206, headers: [
+                    "ETag": "\"B\"", "Content-Range": "bytes \(start)-\(versionB.count - 1)/\(versionB.count)",
+                ], body: versionB.subdata(in: start..<versionB.count))
+            },
+        ])
+        try h.add([server.url("/doc.bin").absoluteString])
+
+        let result = try h.run(["run", "--max-attempts", "4"])
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.contents("doc.bin"), versionB, "the file must be version B exactly")
+        XCTAssertEqual(h.outputFiles(), ["doc.bin"])
+        let requests = server.requests(path: "/doc.bin")
+        XCTAssertEqual(requests.map(\.rangeHeader), [nil, "bytes=50000-", nil], "resume, refused 206 of B, start over")
+    }
+}
