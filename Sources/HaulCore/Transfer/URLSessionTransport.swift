@@ -55,6 +55,23 @@ public final class URLSessionTransport: Transport {
         guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             return FetchResult(head: nil, failure: .badRedirect("refused to fetch a \(request.url.scheme ?? "scheme-less") URL: only http and https are fetched"))
         }
+        // FoundationNetworking follows 301, 302, 303 and 307 itself (through the delegate, which
+        // checks each hop); a 308 ends its task, so haul follows it here with the same checks.
+        var current = request
+        var trail = RedirectTrail(visited: [request.url.absoluteString], hops: 0)
+        while true {
+            if Task.isCancelled { return FetchResult(head: nil, failure: .cancelled) }
+            switch await perform(current, trail: trail, into: sink) {
+            case .finished(let result):
+                return result
+            case .permanentRedirect(let target, let newTrail):
+                current.url = target
+                trail = newTrail
+            }
+        }
+    }
+
+    private func perform(_ request: FetchRequest, trail: RedirectTrail, into sink: BodySink) async -> TaskOutcome {
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = "GET"
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
@@ -62,7 +79,7 @@ public final class URLSessionTransport: Transport {
         let task = session.dataTask(with: urlRequest)
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                delegate.register(task: task, request: request, sink: sink, continuation: continuation)
+                delegate.register(task: task, request: request, trail: trail, sink: sink, continuation: continuation)
                 task.resume()
             }
         } onCancel: {
@@ -75,6 +92,35 @@ public final class URLSessionTransport: Transport {
     }
 }
 
+/// The redirects a fetch has followed so far, to cap hops and catch loops.
+private struct RedirectTrail: Sendable {
+    var visited: Set<String>
+    var hops: Int
+
+    /// Takes one more hop to `target`; returns why it is refused, or nil.
+    mutating func follow(to target: URL?) -> String? {
+        hops += 1
+        guard let target else { return "redirect without a usable Location" }
+        let shown = HTTPURL.redact(target.absoluteString)
+        guard let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            return "redirect to \(shown) refused: only http and https are fetched"
+        }
+        if hops > URLSessionTransport.maximumRedirects {
+            return "more than \(URLSessionTransport.maximumRedirects) redirects (the last to \(shown))"
+        }
+        if !visited.insert(target.absoluteString).inserted {
+            return "redirect loop (back to \(shown))"
+        }
+        return nil
+    }
+}
+
+/// How one URLSession task ended: with a result, or with a 308 redirect for haul to follow.
+private enum TaskOutcome: Sendable {
+    case finished(FetchResult)
+    case permanentRedirect(URL, RedirectTrail)
+}
+
 /// Per-task state and the URLSession callbacks. All callbacks for the session run on its serial
 /// delegate queue; the watchdog and cancellations run elsewhere, so the table is under a mutex.
 private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
@@ -82,24 +128,24 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         let task: URLSessionTask
         let sink: BodySink
         let request: FetchRequest
-        let continuation: CheckedContinuation<FetchResult, Never>
+        let continuation: CheckedContinuation<TaskOutcome, Never>
         let started: ContinuousClock.Instant
         var lastActivity: ContinuousClock.Instant
         var head: ResponseHead?
         var failure: FetchFailure?
-        var visited: Set<String>
-        var hops = 0
+        var trail: RedirectTrail
+        /// Set when a 308 is to be followed by a new task.
+        var permanentRedirect: URL?
     }
 
     private let entries = Mutex<[Int: Entry]>([:])
 
-    func register(task: URLSessionTask, request: FetchRequest, sink: BodySink,
-                  continuation: CheckedContinuation<FetchResult, Never>) {
+    func register(task: URLSessionTask, request: FetchRequest, trail: RedirectTrail, sink: BodySink,
+                  continuation: CheckedContinuation<TaskOutcome, Never>) {
         let now = ContinuousClock.now
-        // @unchecked-free: URLSessionTask is Sendable in FoundationNetworking.
         entries.withLock {
             $0[task.taskIdentifier] = Entry(task: task, sink: sink, request: request, continuation: continuation,
-                                            started: now, lastActivity: now, visited: [request.url.absoluteString])
+                                            started: now, lastActivity: now, trail: trail)
         }
     }
 
@@ -148,21 +194,9 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         }
         let refusal: String? = entries.withLock { table in
             guard var entry = table[id] else { return "unknown task" }
-            entry.hops += 1
             entry.lastActivity = .now
             defer { table[id] = entry }
-            guard let target else { return "redirect without a usable Location" }
-            let shown = HTTPURL.redact(target.absoluteString)
-            guard let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-                return "redirect to \(shown) refused: only http and https are fetched"
-            }
-            if entry.hops > URLSessionTransport.maximumRedirects {
-                return "more than \(URLSessionTransport.maximumRedirects) redirects (the last to \(shown))"
-            }
-            if !entry.visited.insert(target.absoluteString).inserted {
-                return "redirect loop (back to \(shown))"
-            }
-            return nil
+            return entry.trail.follow(to: target)
         }
         if let refusal {
             // Not cancelled: FoundationNetworking traps when a redirect's completion handler runs
@@ -196,6 +230,21 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         var headers: [String: String] = [:]
         for (name, value) in http.allHeaderFields {
             if let name = name as? String, let value = value as? String { headers[name] = value }
+        }
+        if http.statusCode == 308 {
+            // Not followed by FoundationNetworking: end this task and follow it in `fetch`.
+            let target = Self.location(of: http).flatMap { URL(string: $0, relativeTo: http.url)?.absoluteURL }
+            let refusal: String? = entries.withLock { table in
+                guard var entry = table[id] else { return "unknown task" }
+                entry.lastActivity = .now
+                let refusal = entry.trail.follow(to: target)
+                if refusal == nil { entry.permanentRedirect = target }
+                table[id] = entry
+                return refusal
+            }
+            if let refusal { stop(id, .badRedirect(refusal), cancel: false) }
+            completionHandler(.cancel)
+            return
         }
         let head = ResponseHead(status: http.statusCode, headers: headers, url: http.url)
         let sink: BodySink? = entries.withLock { table in
@@ -234,11 +283,15 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         let id = task.taskIdentifier
         guard let entry = entries.withLock({ $0.removeValue(forKey: id) }) else { return }
+        if entry.failure == nil, let target = entry.permanentRedirect {
+            entry.continuation.resume(returning: .permanentRedirect(target, entry.trail))
+            return
+        }
         var failure = entry.failure
         if failure == nil, let error {
             failure = .transport(Self.describe(error))
         }
-        entry.continuation.resume(returning: FetchResult(head: entry.head, failure: failure))
+        entry.continuation.resume(returning: .finished(FetchResult(head: entry.head, failure: failure)))
     }
 
     static func describe(_ error: any Error) -> String {
