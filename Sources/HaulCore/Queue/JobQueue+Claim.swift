@@ -55,7 +55,8 @@ extension JobQueue {
                 "INSERT INTO attempts (job_id, number, lease_token, started_at) VALUES (?, ?, ?, ?)")
             let touchHost = try database.statement("UPDATE hosts SET last_claim = ? WHERE id = ?")
             var leases: [Lease] = []
-            var sequence = 0
+            // Round-robin order: each claimed host moves behind every other host with work.
+            var sequence = try database.scalarInt("SELECT coalesce(max(last_claim), 0) FROM hosts WHERE queued > 0")
             // Round-robin: one job per host per pass, so the batch itself is spread fairly.
             var open = hosts.map { ($0, request.perHostCap - running[$0, default: 0]) }.filter { $0.1 > 0 }
             var candidates: [Int: [Int]] = [:]
@@ -73,7 +74,7 @@ extension JobQueue {
                     guard database.changes == 1, let job = try fetch.firstRow([id], Job.init) else { continue }
                     try record.run([id, job.attempts, token, now])
                     sequence += 1
-                    try touchHost.run([now &* 1024 &+ sequence, host])
+                    try touchHost.run([sequence, host])
                     leases.append(Lease(job: job, token: token))
                     if room > 1, candidates[host]?.isEmpty == false { stillOpen.append((host, room - 1)) }
                 }

@@ -101,8 +101,7 @@ public final class DownloadAttempt: BodySink {
         initial.written = resumeOffset
         initial.expectedTotal = resume ? storedTotal : nil
         initial.validator = self.storedValidator
-        if let expectedSHA256 {
-            _ = expectedSHA256
+        if expectedSHA256 != nil {
             var hasher = SHA256()
             if resume {
                 do { try Self.hashPrefix(of: temp.path, length: existing, into: &hasher) } catch {
