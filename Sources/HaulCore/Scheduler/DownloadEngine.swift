@@ -177,7 +177,13 @@ public actor DownloadEngine {
         guard !batch.isEmpty else { return [] }
         var folders = Set<String>()
         for item in batch { folders.insert((item.lease.job.destination as NSString).deletingLastPathComponent) }
-        await Task.detached { for folder in folders { TempFile.syncFolder(of: folder + "/x") } }.value
+        let toSync = folders
+        await withCheckedContinuation { continuation in
+            Self.fileQueue.async {
+                for folder in toSync { TempFile.syncFolder(of: folder + "/x") }
+                continuation.resume()
+            }
+        }
         return batch.map {
             JobQueue.Completion(jobID: $0.lease.jobID, token: $0.lease.token, status: $0.status, bytes: Int($0.bytes))
         }
@@ -231,7 +237,11 @@ public actor DownloadEngine {
                 let request = FetchRequest(url: url, headers: attempt.requestHeaders,
                                            stallTimeout: options.stallTimeout, totalTimeout: options.totalTimeout)
                 let fetched = await transport.fetch(request, into: attempt)
-                result = attempt.finish(fetched, syncFolder: false)
+                // fsync blocks: do it on a thread of its own, not on one of the few threads of
+                // Swift's cooperative pool, so many files can be flushed at once.
+                result = await withCheckedContinuation { continuation in
+                    Self.fileQueue.async { continuation.resume(returning: attempt.finish(fetched, syncFolder: false)) }
+                }
             } catch {
                 result = .failed(.disk(String(describing: error)), status: nil)
             }
@@ -241,6 +251,9 @@ public actor DownloadEngine {
         await conclude(lease, temp: temp, result: result, resumeFrom: resumeFrom)
         await finished(job.id)
     }
+
+    /// Where blocking file work (fsync, rename) runs.
+    static let fileQueue = DispatchQueue(label: "haul.files", attributes: .concurrent)
 
     /// Files at least this large get their validator recorded as soon as their head arrives.
     static let resumableSize: Int64 = 1 << 20
