@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 
 /// Feeds URL-list lines into a `JobQueue` in large transactions.
@@ -24,7 +25,7 @@ public struct URLListImporter {
     /// Called for every rejected line with its number and reason, in line order.
     public let onRejection: (_ line: Int, _ reason: InputLine.Rejection, _ text: String?) -> Void
 
-    public init(queue: JobQueue, resolver: DestinationResolver, batchSize: Int = 100_000,
+    public init(queue: JobQueue, resolver: DestinationResolver, batchSize: Int = 64_000,
                 maximumLineLength: Int = 16 * 1024, maxAttempts: Int = 5,
                 onRejection: @escaping (_ line: Int, _ reason: InputLine.Rejection, _ text: String?) -> Void) {
         self.queue = queue
@@ -35,9 +36,20 @@ public struct URLListImporter {
         self.onRejection = onRejection
     }
 
+    /// Batches are large arrays allocated on one thread and freed on another. glibc raises its
+    /// mmap threshold to the largest block freed, after which such arrays come from the heap and
+    /// their freed space stays in the process; a fixed threshold keeps them mapped, so each
+    /// batch's memory goes back to the system once it is written (tens of MB of peak RSS).
+    private static let configureAllocatorOnce: Void = {
+        _ = csqlite_set_mmap_threshold(1 << 20)
+    }()
+
     /// Imports every line readable from `descriptor`.
     public func importLines(from descriptor: Int32, into summary: inout Summary) throws {
-        let channel = BatchChannel(capacity: 2)
+        Self.configureAllocatorOnce
+        // One batch waiting while one is written and one is parsed: parsing is faster than writing,
+        // so a deeper queue would only hold more memory.
+        let channel = BatchChannel(capacity: 1)
         let (resolver, batchSize, maximumLineLength) = (self.resolver, self.batchSize, self.maximumLineLength)
         let parser = Thread {
             var reader = LineReader(descriptor: descriptor, maximumLineLength: maximumLineLength)
@@ -51,8 +63,9 @@ public struct URLListImporter {
                         batch.take(bytes, lineNumber: reader.lineNumber, resolver: resolver)
                     }
                     if batch.isFull(lines: batchSize) {
+                        let next = ParsedBatch(sizedLike: batch)
                         guard channel.send(.batch(batch)) else { return }
-                        batch = ParsedBatch()
+                        batch = next
                     }
                 }
                 if channel.send(.batch(batch)) { _ = channel.send(.end) }
@@ -126,6 +139,16 @@ struct ParsedBatch: Sendable {
     /// The line number of each of `jobs`' entries.
     var numbers: [Int] = []
     var rejections: [(line: Int, reason: InputLine.Rejection, text: String?)] = []
+
+    init() {}
+
+    /// An empty batch with room for as many lines and as much text as `previous` held (plus a
+    /// little), so a full batch is allocated once instead of grown by doubling.
+    init(sizedLike previous: ParsedBatch) {
+        jobs.reserve(entries: previous.jobs.count,
+                     textBytes: min(previous.jobs.textBytes + previous.jobs.textBytes / 16, Self.textLimit + (64 << 10)))
+        numbers.reserveCapacity(previous.numbers.count)
+    }
 
     var size: Int { jobs.count + rejections.count }
     /// Whether the batch should be written now: `lines` lines, or too much text.

@@ -32,6 +32,11 @@ struct JobBatch: Sendable {
         for line in lines { append(line) }
     }
 
+    mutating func reserve(entries count: Int, textBytes: Int) {
+        entries.reserveCapacity(count)
+        text.reserveCapacity(textBytes)
+    }
+
     var count: Int { entries.count }
     var isEmpty: Bool { entries.isEmpty }
     /// Bytes of text held: with `count`, what a batch costs in memory.

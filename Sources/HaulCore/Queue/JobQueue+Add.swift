@@ -144,16 +144,23 @@ extension JobQueue {
 
     /// `INSERT … VALUES (…), (…), …` for `rows` rows: ?1 is max_attempts, ?2 the time, and row
     /// r binds url, host_id, destination, destination_key and sha256 at ?(3+5r) … ?(7+5r).
+    ///
+    /// `OR IGNORE`, not `ON CONFLICT (destination_key) DO NOTHING`: a multi-row statement that
+    /// may abort keeps a statement journal, a copy of every page it touches first (with random
+    /// keys, ~2 pages a row: 12 s of system time a million rows). The only constraint the bound
+    /// values can break is the destination key's (every NOT NULL column gets a value, state
+    /// keeps its default), and a row ignored for any other reason would come back from RETURNING
+    /// missing with no holder, which `classify` reports as an error, not as an outcome.
     static func insertSQL(rows: Int) -> String {
         var sql = """
-            INSERT INTO jobs (url, host_id, destination, destination_key, max_attempts, sha256, created_at, updated_at) VALUES
+            INSERT OR IGNORE INTO jobs (url, host_id, destination, destination_key, max_attempts, sha256, created_at, updated_at) VALUES
             """
         for row in 0..<rows {
             let p = 3 + row * 5
             sql += row == 0 ? "\n" : ",\n"
             sql += "(?\(p), ?\(p + 1), ?\(p + 2), ?\(p + 3), ?1, ?\(p + 4), ?2, ?2)"
         }
-        sql += "\nON CONFLICT (destination_key) DO NOTHING RETURNING id, destination_key"
+        sql += "\nRETURNING id, destination_key"
         return sql
     }
 }
