@@ -17,7 +17,25 @@ extension Command {
 
     /// Opens the queue; commands that only read or change existing jobs never create it.
     static func openQueue(_ arguments: ParsedArguments, create: Bool = false) throws -> JobQueue {
-        try JobQueue(path: databasePath(arguments), mode: create ? .createIfMissing : .mustExist)
+        try JobQueue(path: databasePath(arguments), mode: create ? .createIfMissing : .mustExist,
+                     busyTimeout: try busyTimeout())
+    }
+
+    /// How long to wait for another process's lock on the database, in seconds: $HAUL_BUSY_TIMEOUT
+    /// when set (a number of seconds, 0 or more), else 10.
+    static func busyTimeout() throws -> Double {
+        guard let text = ProcessInfo.processInfo.environment["HAUL_BUSY_TIMEOUT"], !text.isEmpty else { return 10 }
+        guard let seconds = Double(text), seconds.isFinite, seconds >= 0, seconds <= 86_400 else {
+            throw CommandFailure(message: "HAUL_BUSY_TIMEOUT must be a number of seconds from 0 to 86400, not '\(text)'")
+        }
+        return seconds
+    }
+
+    /// One clear line for an error that reached the command line: a database error names the
+    /// database and says what to do.
+    static func explain(_ error: any Error, _ arguments: ParsedArguments) -> String {
+        guard let error = error as? SQLiteError else { return "\(error)" }
+        return error.explained(path: databasePath(arguments), busyTimeout: (try? busyTimeout()) ?? 10)
     }
 
     static func requireNoPositionals(_ arguments: ParsedArguments) throws {

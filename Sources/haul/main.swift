@@ -30,6 +30,9 @@ func exitWithUsage(_ message: String, spec: CommandSpec?) -> Never {
 }
 
 signal(SIGPIPE, SIG_IGN)
+// Past a file-size limit (ulimit -f), a write should fail with EFBIG and be reported like any
+// other write error, not kill haul.
+signal(SIGXFSZ, SIG_IGN)
 var arguments = Array(CommandLine.arguments.dropFirst())
 guard let first = arguments.first else { exitWithUsage("no command given", spec: nil) }
 switch first {
@@ -49,12 +52,19 @@ default:
 guard let command = commands.first(where: { $0.spec.name == first }) else {
     exitWithUsage("unknown command '\(first)'", spec: nil)
 }
+let parsed: ParsedArguments
 do {
-    let parsed = try CommandLineParser.parse(Array(arguments.dropFirst()), for: command.spec)
-    if parsed.wantsHelp {
-        Console.out(command.spec.help)
-        exit(0)
-    }
+    parsed = try CommandLineParser.parse(Array(arguments.dropFirst()), for: command.spec)
+} catch let error as UsageError {
+    exitWithUsage(error.message, spec: error.spec)
+} catch {
+    exitWithUsage("\(error)", spec: command.spec)
+}
+if parsed.wantsHelp {
+    Console.out(command.spec.help)
+    exit(0)
+}
+do {
     exit(try command.run(parsed))
 } catch let error as UsageError {
     exitWithUsage(error.message, spec: error.spec)
@@ -62,6 +72,6 @@ do {
     Console.error("haul: \(error.message)")
     exit(error.code)
 } catch {
-    Console.error("haul: \(error)")
+    Console.error("haul: \(command.explain(error, parsed))")
     exit(1)
 }

@@ -128,7 +128,8 @@ public final class Database {
         if rc != SQLITE_OK {
             let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
             sqlite3_free(message)
-            throw SQLiteError(code: sqlite3_extended_errcode(handle), message: text, sql: sql)
+            throw SQLiteError(code: sqlite3_extended_errcode(handle), message: text, sql: sql,
+                              systemErrno: sqlite3_system_errno(handle))
         }
     }
 
@@ -176,6 +177,7 @@ public final class Database {
     }
 
     func error(code: Int32, sql: String?) -> SQLiteError {
-        SQLiteError(code: sqlite3_extended_errcode(handle), message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+        SQLiteError(code: sqlite3_extended_errcode(handle), message: String(cString: sqlite3_errmsg(handle)), sql: sql,
+                    systemErrno: sqlite3_system_errno(handle))
     }
 }

@@ -66,7 +66,7 @@ enum AddCommand: Command {
                 try importer.importLines(from: descriptor, into: &summary)
             }
         } catch {
-            throw CommandFailure(message: "\(error); the \(summary.added) jobs added before this are kept")
+            throw CommandFailure(message: "\(explain(error, arguments)); the \(summary.added) jobs added before this are kept")
         }
         return summary
     }
