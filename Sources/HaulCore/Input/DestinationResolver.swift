@@ -55,12 +55,16 @@ public struct DestinationResolver: Sendable {
 
     /// The destination for an `out=` path given by the user.
     public func destination(forOutPath out: String) throws(Rejection) -> String {
-        guard !out.hasPrefix("/") else { throw .absoluteOutPath }
+        // Paths are split and compared as UTF-8 bytes, as the file system reads them: as
+        // Characters, a combining mark after "/" fuses with it ("/\u{301}" is one Character), so
+        // "../\u{301}x" would not split and its ".." would pass.
+        let bytes = Array(out.utf8)
+        guard bytes.first != Self.slash else { throw .absoluteOutPath }
         var components: [String] = []
-        for component in out.split(separator: "/", omittingEmptySubsequences: true) {
-            if component == "." { continue }
-            if component == ".." { throw .escapesDirectory }
-            components.append(String(component))
+        for component in bytes.split(separator: Self.slash, omittingEmptySubsequences: true) {
+            if component.elementsEqual(Self.dot) { continue }
+            if component.elementsEqual(Self.dotDot) { throw .escapesDirectory }
+            components.append(String(decoding: component, as: UTF8.self))
         }
         guard !components.isEmpty else { throw .emptyOutPath }
         for component in components where component.utf8.count > 255 { throw .nameTooLong(component.utf8.count) }
@@ -71,14 +75,15 @@ public struct DestinationResolver: Sendable {
     /// already on disk leads out of the output folder.
     private func check(_ path: String) throws(Rejection) -> String {
         guard path.utf8.count <= 4095 else { throw .pathTooLong(path.utf8.count) }
-        let name = path.split(separator: "/").last.map(String.init) ?? ""
-        if name.hasPrefix(Self.tempPrefix) { throw .reservedName(name) }
-        guard path.hasPrefix(directory + "/") || (directory == "/" && path.count > 1) else { throw .escapesDirectory }
+        let bytes = Array(path.utf8)
+        let name = bytes.split(separator: Self.slash).last ?? []
+        if name.starts(with: Self.tempPrefix.utf8) { throw .reservedName(String(decoding: name, as: UTF8.self)) }
+        guard bytes.starts(with: (directory + "/").utf8) || (directory == "/" && bytes.count > 1) else { throw .escapesDirectory }
         // Walk the existing folders between the output folder and the file.
-        let relative = path.dropFirst(directory == "/" ? 1 : directory.count + 1).split(separator: "/")
+        let relative = bytes.dropFirst(directory == "/" ? 1 : directory.utf8.count + 1).split(separator: Self.slash)
         var current = directory
         for component in relative.dropLast() {
-            current += "/" + component
+            current += "/" + String(decoding: component, as: UTF8.self)
             var info = stat()
             guard lstat(current, &info) == 0 else { break }  // the rest does not exist yet
             if (info.st_mode & S_IFMT) == S_IFLNK {
@@ -100,7 +105,7 @@ public struct DestinationResolver: Sendable {
         }
         var name = String(decoding: bytes, as: UTF8.self)
         if name.isEmpty || name == "." || name == ".." { return "index.html" }
-        if name.hasPrefix(tempPrefix) { name = "_" + name }
+        if name.utf8.starts(with: tempPrefix.utf8) { name = "_" + name }
         return truncated(name, toBytes: 255)
     }
 
@@ -116,7 +121,15 @@ public struct DestinationResolver: Sendable {
         }
         var result = ""
         for character in stem {
-            if result.utf8.count + character.utf8.count + suffix.utf8.count > limit { break }
+            if result.utf8.count + character.utf8.count + suffix.utf8.count > limit {
+                // A character too long to fit whole (a grapheme cluster can be any length) is cut
+                // between its scalars, so the name never shrinks to "", "." or "..".
+                for scalar in character.unicodeScalars {
+                    if result.utf8.count + UTF8.width(scalar) + suffix.utf8.count > limit { break }
+                    result.unicodeScalars.append(scalar)
+                }
+                break
+            }
             result.append(character)
         }
         return result + suffix
@@ -150,14 +163,18 @@ public struct DestinationResolver: Sendable {
 
     /// `/a/./b/../c` → `/a/c`, without touching the disk.
     static func standardise(_ path: String) -> String {
-        var parts: [Substring] = []
-        for component in path.split(separator: "/") {
-            if component == "." { continue }
-            if component == ".." { if !parts.isEmpty { parts.removeLast() }; continue }
+        var parts: [ArraySlice<UInt8>] = []
+        for component in Array(path.utf8).split(separator: slash) {
+            if component.elementsEqual(dot) { continue }
+            if component.elementsEqual(dotDot) { if !parts.isEmpty { parts.removeLast() }; continue }
             parts.append(component)
         }
-        return "/" + parts.joined(separator: "/")
+        return "/" + parts.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
     }
+
+    private static let slash = UInt8(ascii: "/")
+    private static let dot = [UInt8(ascii: ".")]
+    private static let dotDot = [UInt8(ascii: "."), UInt8(ascii: ".")]
 
     static func realPath(_ path: String) -> String? {
         guard let resolved = realpath(path, nil) else { return nil }

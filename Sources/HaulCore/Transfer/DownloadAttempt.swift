@@ -9,7 +9,8 @@ import FoundationNetworking
 ///
 /// Guarantees:
 /// - a non-2xx answer, a non-identity Content-Encoding, or a 206 that does not continue the
-///   partial file exactly (start, total length, validator) writes nothing;
+///   partial file exactly (start, total length, validator) writes nothing; a 416 completes the
+///   partial file only when its `bytes */N` is the length kept and no other validator comes with it;
 /// - a partial file is continued only with `Range` + `If-Range` carrying its stored strong
 ///   validator; anything else starts from zero, and a partial file that had a validator is
 ///   never overwritten in this attempt (the caller first forgets the validator, then starts
@@ -174,7 +175,10 @@ public final class DownloadAttempt: BodySink {
 
     /// Decides, from the head alone, whether the body may be written; nil means yes.
     private func decide(_ head: ResponseHead, _ state: inout State) -> Failure? {
-        if let encoding = head["content-encoding"]?.trimmingCharacters(in: .whitespaces).lowercased(),
+        // Only a body that would be kept must be unencoded: an encoded error page (a 503 with
+        // Retry-After) is still the error it reports, and is retried as such.
+        if (200..<300).contains(head.status),
+           let encoding = head["content-encoding"]?.trimmingCharacters(in: .whitespaces).lowercased(),
            !encoding.isEmpty, encoding != "identity" {
             return .encoding("server sent Content-Encoding: \(encoding) although haul asked for identity; haul keeps only the bytes as sent unencoded")
         }
@@ -201,10 +205,14 @@ public final class DownloadAttempt: BodySink {
             case 416:
                 let range = head["content-range"].flatMap(ContentRange.parse)
                 if let complete = range?.complete, complete == resumeOffset,
-                   state.expectedTotal == nil || state.expectedTotal == complete {
+                   state.expectedTotal == nil || state.expectedTotal == complete,
+                   fresh == nil || fresh == storedValidator {
                     state.expectedTotal = complete
                     state.mode = .alreadyComplete
                     return nil
+                }
+                if let fresh, fresh != storedValidator {
+                    return .mustRestart("the resource changed (validator \(fresh.headerValue), was \(storedValidator?.headerValue ?? "none"))")
                 }
                 return .mustRestart("server says 416 (range not satisfiable) for \(resumeOffset) bytes kept; its length is \(range?.complete.map(String.init) ?? "unknown")")
             case 200..<300:

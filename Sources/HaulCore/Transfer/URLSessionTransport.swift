@@ -291,6 +291,11 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         if failure == nil, let error {
             failure = .transport(Self.describe(error))
         }
+        if failure == nil, entry.head == nil, let http = task.response as? HTTPURLResponse, (300..<400).contains(http.statusCode) {
+            // FoundationNetworking ends a redirect without a Location quietly: no error, and its
+            // response never reaches `didReceive response`.
+            failure = .badRedirect("redirect (HTTP \(http.statusCode)) without a usable Location")
+        }
         entry.continuation.resume(returning: .finished(FetchResult(head: entry.head, failure: failure)))
     }
 

@@ -1,0 +1,467 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import HaulTestSupport
+import XCTest
+@testable import HaulCore
+
+/// HTTP edge cases of one download attempt — `DownloadAttempt` over `URLSessionTransport` against
+/// the loopback fault server — and what `RetryPolicy` makes of the outcome: what is resumed,
+/// appended, placed or refused. A resume is simulated by leaving a partial temp file and passing
+/// the validator and length a previous attempt would have stored.
+final class DownloadAttemptEdgeTests: XCTestCase {
+    private var server: FaultServer!
+    private var transport: URLSessionTransport!
+    private var folder: TempDirectory!
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        server = try FaultServer()
+        transport = URLSessionTransport()
+        folder = try makeTempDirectory()
+    }
+
+    override func tearDown() {
+        transport?.cancelAll()
+        transport = nil
+        if let server { XCTAssertTrue(server.stop(timeout: 3), "server threads did not finish") }
+        server = nil
+        super.tearDown()
+    }
+
+    /// The resource: 1000 bytes that differ from their neighbours, so a splice shows.
+    private static let data = Data((0..<1000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 8 &+ 7) })
+    private static let etag = "\"v1\""
+
+    // MARK: - Helpers
+
+    private struct Outcome {
+        let result: DownloadAttempt.Result
+        let fetch: FetchResult
+        let attempt: DownloadAttempt
+
+        var failure: DownloadAttempt.Failure? {
+            if case .failed(let failure, _) = result { return failure }
+            return nil
+        }
+    }
+
+    /// The temp file for `out/NAME`, holding `partial` as an earlier attempt left it (nil: none).
+    private func tempFile(_ name: String, holding partial: Data? = nil) throws -> TempFile {
+        let temp = TempFile(destination: folder.file(name), jobID: 1)
+        if let partial { try partial.write(to: URL(fileURLWithPath: temp.path)) }
+        return temp
+    }
+
+    /// One attempt at `path` into `temp`, resuming when `validator` is given and `temp` has bytes.
+    private func download(_ path: String, into temp: TempFile, validator: Validator? = nil, total: Int64? = nil,
+                          sha256: String? = nil, stall: TimeInterval = 10, timeout: TimeInterval? = nil) async throws -> Outcome {
+        let attempt = try DownloadAttempt(temp: temp, expectedSHA256: sha256, storedValidator: validator, storedTotal: total)
+        let request = FetchRequest(url: server.url(path), headers: attempt.requestHeaders, stallTimeout: stall, totalTimeout: timeout)
+        let fetch = await transport.fetch(request, into: attempt)
+        return Outcome(result: attempt.finish(fetch, syncFolder: false), fetch: fetch, attempt: attempt)
+    }
+
+    private func contents(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }
+
+    private func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
+    }
+
+    private static func sha256(_ data: Data) -> String {
+        var hasher = HaulCore.SHA256()
+        hasher.update(data)
+        return hasher.finalize()
+    }
+
+    private let policy = RetryPolicy(backoff: Backoff(base: 4, cap: 4), maxRetryAfter: 600)
+
+    // MARK: - 206 that does not continue the partial file
+
+    /// A 206 is appended only when it carries exactly the rest: from the offset asked for, through
+    /// the end, of a representation of the same total length. Anything else writes nothing.
+    func testPartialContentThatDoesNotContinueTheFileIsNeverAppended() async throws {
+        let data = Self.data
+        let bigger = Data(data.reversed()) + Data(repeating: 0xAB, count: 200)
+        let cases: [(String, FaultServer.Headers, Data)] = [
+            ("a range starting before the offset", ["Content-Range": "bytes 300-999/1000"], Data(data[300...])),
+            ("a range starting after the offset", ["Content-Range": "bytes 500-999/1000"], Data(data[500...])),
+            ("a range stopping before the end", ["Content-Range": "bytes 400-799/1000"], Data(data[400..<800])),
+            ("another total length", ["Content-Range": "bytes 400-1199/1200"], Data(bigger[400...])),
+            ("an unknown total length", ["Content-Range": "bytes 400-999/*"], Data(data[400...])),
+            ("an unsatisfied range", ["Content-Range": "bytes */1000"], Data(data[400...])),
+            ("a malformed Content-Range", ["Content-Range": "bytes=400-999/1000"], Data(data[400...])),
+            ("no Content-Range", [:], Data(data[400...])),
+        ]
+        for (index, (why, headers, body)) in cases.enumerated() {
+            var headers = headers
+            headers.add("ETag", Self.etag)
+            server.route("/r\(index)", FaultServer.Response(status: 206, headers: headers, body: body))
+            let temp = try tempFile("r\(index)", holding: data.prefix(400))
+
+            let outcome = try await download("/r\(index)", into: temp, validator: .etag(Self.etag), total: 1000)
+
+            guard case .mustRestart? = outcome.failure else { XCTFail("\(why): \(outcome.result)"); continue }
+            XCTAssertEqual(contents(temp.path), data.prefix(400), "\(why): the partial file must be left as it was")
+            XCTAssertFalse(exists(temp.destination), why)
+            let request = server.requests(path: "/r\(index)").last
+            XCTAssertEqual(request?.header("Range"), "bytes=400-", why)
+            XCTAssertEqual(request?.header("If-Range"), Self.etag, why)
+            XCTAssertEqual(policy.decide(outcome.failure!, attempt: 1), .retry(delay: 0, pauseHost: nil, discardPartial: true), why)
+        }
+    }
+
+    /// A 206 whose body is longer or shorter than its own Content-Range is never placed; nothing
+    /// past the announced total is written, and what is kept is a true prefix of the file.
+    func testPartialContentLongerOrShorterThanItsRangeIsNotPlaced() async throws {
+        let data = Self.data
+        let headers: FaultServer.Headers = ["ETag": Self.etag, "Content-Range": "bytes 400-999/1000"]
+        server.route("/long", FaultServer.Response(status: 206, headers: headers, body: Data(data[400...]) + Data(repeating: 0x58, count: 100)))
+        let long = try tempFile("long", holding: data.prefix(400))
+        let tooMuch = try await download("/long", into: long, validator: .etag(Self.etag), total: 1000)
+        guard case .length? = tooMuch.failure else { return XCTFail("more than the range: \(tooMuch.result)") }
+        XCTAssertFalse(exists(long.destination))
+        let kept = contents(long.path) ?? Data()
+        XCTAssertLessThanOrEqual(kept.count, 1000, "nothing past the announced total is written")
+        XCTAssertEqual(kept, data.prefix(kept.count))
+
+        server.route("/short", FaultServer.Response(status: 206, headers: headers, body: Data(data[400..<700])))
+        let short = try tempFile("short", holding: data.prefix(400))
+        let tooLittle = try await download("/short", into: short, validator: .etag(Self.etag), total: 1000)
+        guard case .length? = tooLittle.failure else { return XCTFail("less than the range: \(tooLittle.result)") }
+        XCTAssertFalse(exists(short.destination))
+        XCTAssertEqual(contents(short.path), data.prefix(700), "what came continues the file, to resume later")
+        XCTAssertEqual(tooLittle.attempt.snapshot, .init(bytesOnDisk: 700, expectedTotal: 1000, validator: .etag(Self.etag)))
+    }
+
+    // MARK: - Validators
+
+    /// Only a strong validator is kept to resume with: after a weak ETag, or a Last-Modified not at
+    /// least a second before Date, the next attempt starts over without Range or If-Range; after a
+    /// Last-Modified a second or more before Date, If-Range carries that date.
+    func testOnlyStrongValidatorsLeadToAResume() async throws {
+        let data = Self.data
+        let date = "Sun, 06 Nov 1994 08:49:37 GMT"
+        let oneSecondEarlier = "Sun, 06 Nov 1994 08:49:36 GMT"
+        let cases: [(String, String?, String?, Validator?)] = [
+            ("a weak ETag", "W/\"w1\"", nil, nil),
+            ("a weak ETag and an old Last-Modified", "W/\"w1\"", "Sun, 06 Nov 1994 07:00:00 GMT", nil),
+            ("Last-Modified equal to Date", nil, date, nil),
+            ("Last-Modified after Date", nil, "Sun, 06 Nov 1994 08:49:38 GMT", nil),
+            ("Last-Modified one second before Date", nil, oneSecondEarlier, .lastModified(oneSecondEarlier)),
+            ("a strong ETag", "\"s1\"", oneSecondEarlier, .etag("\"s1\"")),
+        ]
+        for (index, (why, etag, lastModified, expected)) in cases.enumerated() {
+            let path = "/v\(index)"
+            let serve: FaultServer.Handler = { request in
+                FaultServer.fileResponse(data, request: request, etag: etag, lastModified: lastModified, extraHeaders: ["Date": date])
+            }
+            server.route(path, sequence: [{ serve($0).truncated(afterBytes: 300) }, serve])
+            let temp = try tempFile("v\(index)")
+
+            let first = try await download(path, into: temp)
+            XCTAssertNotNil(first.failure, "\(why): a cut body must fail")
+            let snapshot = first.attempt.snapshot
+            XCTAssertEqual(snapshot.validator, expected, why)
+            XCTAssertEqual(snapshot.bytesOnDisk, 300, why)
+
+            let second = try await download(path, into: temp, validator: snapshot.validator, total: snapshot.expectedTotal)
+            XCTAssertEqual(second.result, .placed(bytes: 1000, status: expected == nil ? 200 : 206), why)
+            XCTAssertEqual(contents(temp.destination), data, why)
+            XCTAssertFalse(exists(temp.path), "\(why): the temp file became the destination")
+            let retry = server.requests(path: path).last
+            XCTAssertEqual(retry?.header("Range"), expected == nil ? nil : "bytes=300-", why)
+            XCTAssertEqual(retry?.header("If-Range"), expected?.headerValue, why)
+        }
+    }
+
+    // MARK: - 416
+
+    /// A 416 whose `bytes */N` equals the bytes kept means the partial file is the whole file: it
+    /// is checked (sha256) and placed. Any other length, or another version, restarts.
+    func testRangeNotSatisfiableCompletesOnlyTheSameFile() async throws {
+        let data = Self.data
+        server.route("/whole", FaultServer.file(data, etag: Self.etag))
+        for (name, total, sha256) in [("a", Int64?(1000), String?(nil)), ("b", nil, nil), ("c", 1000, Self.sha256(data))] {
+            let temp = try tempFile(name, holding: data)
+            let outcome = try await download("/whole", into: temp, validator: .etag(Self.etag), total: total, sha256: sha256)
+            XCTAssertEqual(outcome.result, .placed(bytes: 1000, status: 416), "stored total \(String(describing: total))")
+            XCTAssertEqual(contents(temp.destination), data)
+            XCTAssertFalse(exists(temp.path))
+        }
+        XCTAssertEqual(server.requests(path: "/whole").map { $0.header("Range") }, Array(repeating: "bytes=1000-", count: 3))
+
+        let wrong = try tempFile("wrong-sha", holding: data)
+        let mismatch = try await download("/whole", into: wrong, validator: .etag(Self.etag), total: 1000,
+                                          sha256: String(repeating: "0", count: 64))
+        guard case .checksum? = mismatch.failure else { return XCTFail("a 416 skips no check: \(mismatch.result)") }
+        XCTAssertFalse(exists(wrong.destination))
+
+        server.route("/shrunk", FaultServer.file(data.prefix(800), etag: Self.etag))
+        server.route("/no-range", FaultServer.Response.status(416, headers: ["ETag": Self.etag]))
+        server.route("/changed", FaultServer.Response.status(416, headers: ["ETag": "\"v2\"", "Content-Range": "bytes */1000"]))
+        let restarts: [(String, String, Int64?)] = [
+            ("the server's length is shorter than the file kept", "/shrunk", 1000),
+            ("the server's length is shorter, no total stored", "/shrunk", nil),
+            ("the server's length differs from the stored total", "/whole", 1200),
+            ("no Content-Range", "/no-range", 1000),
+            ("another version (ETag) of the same length", "/changed", 1000),
+        ]
+        for (index, (why, path, total)) in restarts.enumerated() {
+            let temp = try tempFile("restart\(index)", holding: data)
+            let outcome = try await download(path, into: temp, validator: .etag(Self.etag), total: total)
+            guard case .mustRestart? = outcome.failure else { XCTFail("\(why): \(outcome.result)"); continue }
+            XCTAssertFalse(exists(temp.destination), why)
+            XCTAssertEqual(contents(temp.path), data, why)
+        }
+    }
+
+    // MARK: - Content-Encoding
+
+    /// A body encoded although haul asked for identity is refused before a byte is written, on a
+    /// fresh start or a resume; identity is fine. An encoded *error page* is still the error it
+    /// reports: a 503 with Retry-After is retried after the delay, not failed for its encoding.
+    func testEncodedBodiesAreRefusedButEncodedErrorPagesAreStillRetried() async throws {
+        let data = Self.data
+        for (index, encoding) in ["gzip", " GZIP ", "x-gzip", "br", "deflate", "gzip, identity", "identity, gzip"].enumerated() {
+            server.route("/e\(index)", FaultServer.Response.ok(data, headers: ["Content-Encoding": encoding]))
+            let temp = try tempFile("e\(index)")
+            let outcome = try await download("/e\(index)", into: temp)
+            guard case .encoding? = outcome.failure else { XCTFail("\(encoding): \(outcome.result)"); continue }
+            XCTAssertEqual(server.requests(path: "/e\(index)").last?.header("Accept-Encoding"), "identity")
+            XCTAssertFalse(exists(temp.destination), encoding)
+            XCTAssertEqual(contents(temp.path)?.count ?? 0, 0, "\(encoding): nothing is written")
+            XCTAssertEqual(policy.decide(outcome.failure!, attempt: 1), .fail, encoding)
+        }
+        for (index, encoding) in ["identity", "Identity", ""].enumerated() {
+            server.route("/i\(index)", FaultServer.Response.ok(data, headers: ["Content-Encoding": encoding]))
+            let temp = try tempFile("i\(index)")
+            let outcome = try await download("/i\(index)", into: temp)
+            XCTAssertEqual(outcome.result, .placed(bytes: 1000, status: 200), encoding)
+            XCTAssertEqual(contents(temp.destination), data, encoding)
+        }
+
+        server.route("/resume", FaultServer.Response(status: 206, headers: [
+            "ETag": Self.etag, "Content-Range": "bytes 400-999/1000", "Content-Encoding": "gzip",
+        ], body: Data(data[400...])))
+        let partial = try tempFile("resume", holding: data.prefix(400))
+        let resumed = try await download("/resume", into: partial, validator: .etag(Self.etag), total: 1000)
+        guard case .encoding? = resumed.failure else { return XCTFail("encoded 206: \(resumed.result)") }
+        XCTAssertEqual(contents(partial.path), data.prefix(400), "nothing is appended")
+
+        server.route("/busy", FaultServer.Response(status: 503, headers: ["Retry-After": "7", "Content-Encoding": "gzip"],
+                                                   body: Data(repeating: 0x1F, count: 40)))
+        let busy = try await download("/busy", into: try tempFile("busy"))
+        XCTAssertEqual(busy.failure, .http(status: 503, retryAfter: "7"))
+        XCTAssertEqual(policy.decide(busy.failure ?? .cancelled, attempt: 1), .retry(delay: 7, pauseHost: 7, discardPartial: false))
+        server.route("/gone", FaultServer.Response(status: 404, headers: ["Content-Encoding": "gzip"], body: Data(repeating: 0x1F, count: 40)))
+        let gone = try await download("/gone", into: try tempFile("gone"))
+        XCTAssertEqual(gone.failure, .http(status: 404, retryAfter: nil), "the reason is the 404, not the encoding")
+    }
+
+    // MARK: - Framing
+
+    /// One byte short of Content-Length: not placed, retried, and the bytes kept to resume.
+    func testBodyOneByteShortIsRetriedAndKeptForResume() async throws {
+        let data = Self.data
+        server.route("/short", FaultServer.Response.ok(data, headers: ["ETag": Self.etag]).truncated(afterBytes: 999))
+        let temp = try tempFile("short")
+        let outcome = try await download("/short", into: temp)
+        switch outcome.failure {
+        case .transport?, .length?: break
+        default: XCTFail("expected a transport or length failure, got \(outcome.result)")
+        }
+        XCTAssertFalse(exists(temp.destination))
+        XCTAssertEqual(contents(temp.path), data.prefix(999))
+        XCTAssertEqual(outcome.attempt.snapshot, .init(bytesOnDisk: 999, expectedTotal: 1000, validator: .etag(Self.etag)))
+        guard case .retry(_, nil, false)? = outcome.failure.map({ policy.decide($0, attempt: 1) }) else {
+            return XCTFail("a short body is retried and its bytes kept")
+        }
+    }
+
+    /// One byte more than Content-Length: the message is the announced bytes, nothing more, and the
+    /// stray byte never ends up in the next response's file. When the true file is that byte longer,
+    /// sha256 catches it: no wrong file is placed.
+    func testBodyOneByteLongNeverPlacesAWrongFile() async throws {
+        let data = Self.data
+        server.route("/extra", FaultServer.Response.ok(data).withExtraBytes(Data([0x21])))
+        let reversed = Data(data.reversed())
+        server.route("/next", FaultServer.Response.ok(reversed))
+        let first = try tempFile("extra")
+        let extra = try await download("/extra", into: first)
+        XCTAssertEqual(extra.result, .placed(bytes: 1000, status: 200))
+        XCTAssertEqual(contents(first.destination), data)
+        let next = try tempFile("next")
+        let following = try await download("/next", into: next)
+        // When the next request reuses the connection before the stray byte is read, curl fails
+        // it ("Received HTTP/0.9 when not allowed"): a retryable transport failure, never a file
+        // that starts with the stray byte.
+        switch following.result {
+        case .placed:
+            XCTAssertEqual(following.result, .placed(bytes: 1000, status: 200))
+            XCTAssertEqual(contents(next.destination), reversed, "the stray byte must not start the next body")
+        case .failed(.transport, _):
+            XCTAssertFalse(exists(next.destination))
+        case .failed:
+            XCTFail("\(following.result)")
+        }
+
+        let longer = data + Data([0x21])
+        server.route("/understated", FaultServer.Response.ok(longer).declaringContentLength(1000))
+        let checked = try tempFile("understated")
+        let outcome = try await download("/understated", into: checked, sha256: Self.sha256(longer))
+        guard case .checksum? = outcome.failure else { return XCTFail("\(outcome.result)") }
+        XCTAssertFalse(exists(checked.destination))
+    }
+
+    /// A chunked body cut before its last chunk (no `0\r\n\r\n`) is not a complete file.
+    func testChunkedBodyWithoutTerminatorIsNotPlaced() async throws {
+        let data = Self.data
+        server.route("/chunked", FaultServer.Response.ok(data, headers: ["ETag": Self.etag]).chunked(chunkSize: 256).withoutChunkedTerminator())
+        let temp = try tempFile("chunked")
+        let outcome = try await download("/chunked", into: temp)
+        guard case .transport? = outcome.failure else { return XCTFail("\(outcome.result)") }
+        XCTAssertFalse(exists(temp.destination))
+        let kept = contents(temp.path) ?? Data()
+        XCTAssertEqual(kept, data.prefix(kept.count))
+        XCTAssertNil(outcome.attempt.snapshot.expectedTotal)
+    }
+
+    /// A 200 error page announcing more than it sends is not placed; one sent instead of the rest
+    /// of a partial file appends nothing.
+    func testErrorPageWithTheWrongLengthIsNotPlaced() async throws {
+        let page = FaultServer.Response(status: 200, headers: ["Content-Type": "text/html"], body: "<html><h1>Temporarily unavailable</h1></html>")
+        server.route("/page", page.declaringContentLength(5000).ending(.close))
+        let fresh = try tempFile("page")
+        let outcome = try await download("/page", into: fresh)
+        switch outcome.failure {
+        case .transport?, .length?: break
+        default: XCTFail("expected a transport or length failure, got \(outcome.result)")
+        }
+        XCTAssertFalse(exists(fresh.destination))
+
+        server.route("/page-on-resume", page)
+        let partial = try tempFile("page-on-resume", holding: Self.data.prefix(400))
+        let resumed = try await download("/page-on-resume", into: partial, validator: .etag(Self.etag), total: 1000)
+        guard case .mustRestart? = resumed.failure else { return XCTFail("\(resumed.result)") }
+        XCTAssertEqual(contents(partial.path), Self.data.prefix(400))
+        XCTAssertFalse(exists(partial.destination))
+    }
+
+    // MARK: - Redirects
+
+    /// Redirects the transport refuses (including through 308, which haul follows itself): a
+    /// scheme other than http(s), a loop, no Location, more than 10 hops. Their targets are never
+    /// requested, and the job fails for good.
+    func testRedirectsHaulWillNotFollow() async throws {
+        let data = Self.data
+        let port = server.port
+        server.route("/final", FaultServer.file(data, etag: Self.etag))
+        server.route("/to-ftp", FaultServer.Response.redirect(to: "ftp://127.0.0.1:\(port)/final"))
+        server.route("/to-ftp-308", FaultServer.Response.redirect(to: "ftp://127.0.0.1:\(port)/final", status: 308))
+        server.route("/to-file-308", FaultServer.Response.redirect(to: "file:///etc/passwd", status: 308))
+        server.route("/to-gopher-301", FaultServer.Response.redirect(to: "gopher://127.0.0.1:\(port)/final", status: 301))
+        server.route("/loop-a", FaultServer.Response.redirect(to: "/loop-b", status: 308))
+        server.route("/loop-b", FaultServer.Response.redirect(to: "/loop-a", status: 302))
+        server.route("/no-location-308", FaultServer.Response.status(308))
+        server.route("/no-location-302", FaultServer.Response.status(302))
+        // 11 hops, alternating 302 (followed by FoundationNetworking) and 308 (followed by haul).
+        for hop in 0...10 {
+            server.route("/hop\(hop)", FaultServer.Response.redirect(to: hop == 10 ? "/final" : "/hop\(hop + 1)",
+                                                                   status: hop.isMultiple(of: 2) ? 302 : 308))
+        }
+        let refused: [(String, String)] = [
+            ("/to-ftp", "ftp:"), ("/to-ftp-308", "ftp:"), ("/to-file-308", "file:"), ("/to-gopher-301", "gopher:"),
+            ("/loop-a", "loop"), ("/no-location-308", "Location"), ("/no-location-302", "Location"), ("/hop0", "redirects"),
+        ]
+        for (index, (path, reason)) in refused.enumerated() {
+            let temp = try tempFile("refused\(index)")
+            let outcome = try await download(path, into: temp)
+            guard case .badRedirect(let why)? = outcome.failure else { XCTFail("\(path): \(outcome.result)"); continue }
+            XCTAssertTrue(why.contains(reason), "\(path): \(why)")
+            XCTAssertFalse(exists(temp.destination), path)
+            XCTAssertEqual(policy.decide(outcome.failure!, attempt: 1), .fail, path)
+        }
+        XCTAssertEqual(server.requestCount(path: "/final"), 0, "no refused redirect reached its target")
+        XCTAssertEqual(server.requestCount(path: "/loop-a"), 1)
+        XCTAssertEqual(server.requestCount(path: "/hop10"), 1, "the 11th hop itself is refused")
+
+        // Ten hops are fine, and a relative 308 Location resolves against the URL that sent it.
+        server.route("/d/e/rel", FaultServer.Response.redirect(to: "../x/./final?q=1", status: 308))
+        server.route("/d/x/final", FaultServer.file(data, etag: Self.etag))
+        for path in ["/hop1", "/d/e/rel"] {
+            let temp = try tempFile("followed" + path.replacingOccurrences(of: "/", with: "-"))
+            let outcome = try await download(path, into: temp)
+            XCTAssertEqual(outcome.result, .placed(bytes: 1000, status: 200), path)
+            XCTAssertEqual(contents(temp.destination), data, path)
+        }
+        XCTAssertEqual(server.requests(path: "/d/x/final").first?.query, "q=1")
+    }
+
+    // MARK: - Timeouts
+
+    /// A body that stops mid-way trips the stall timeout; the bytes and validator are kept so the
+    /// retry resumes where it stopped.
+    func testStallMidBodyKeepsThePartialForResume() async throws {
+        let data = Self.data
+        server.route("/stall", FaultServer.Response.ok(data, headers: ["ETag": Self.etag]).stalled(afterBytes: 300, .forever))
+        let temp = try tempFile("stall")
+        let started = ContinuousClock.now
+        let outcome = try await download("/stall", into: temp, stall: 1)
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(5))
+        guard case .transport(let why)? = outcome.failure, why.contains("stalled") else { return XCTFail("\(outcome.result)") }
+        XCTAssertFalse(exists(temp.destination))
+        XCTAssertEqual(contents(temp.path), data.prefix(300))
+        let snapshot = outcome.attempt.snapshot
+        XCTAssertEqual(snapshot, .init(bytesOnDisk: 300, expectedTotal: 1000, validator: .etag(Self.etag)))
+        guard case .retry(_, nil, false) = policy.decide(outcome.failure!, attempt: 1) else { return XCTFail("a stall is retried") }
+        let next = try DownloadAttempt(temp: temp, expectedSHA256: nil, storedValidator: snapshot.validator, storedTotal: snapshot.expectedTotal)
+        XCTAssertEqual(next.requestHeaders, ["Range": "bytes=300-", "If-Range": Self.etag])
+    }
+
+    /// A body that never ends, but never stalls either, is cut by the total timeout and not placed.
+    func testEndlessBodyIsCutByTheTotalTimeout() async throws {
+        server.route("/endless", FaultServer.Response.endless().slowBody(bytesPerChunk: 1024, delay: 0.01))
+        let temp = try tempFile("endless")
+        let started = ContinuousClock.now
+        let outcome = try await download("/endless", into: temp, stall: 5, timeout: 1)
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(4), "the total timeout, not the stall timeout, ends it")
+        guard case .transport(let why)? = outcome.failure, why.contains("timed out") else { return XCTFail("\(outcome.result)") }
+        XCTAssertFalse(exists(temp.destination))
+        XCTAssertGreaterThan(contents(temp.path)?.count ?? 0, 0, "the body was flowing")
+        guard case .retry(_, nil, false) = policy.decide(outcome.failure!, attempt: 1) else { return XCTFail("a timeout is retried") }
+    }
+
+    // MARK: - Retry-After and the retry policy
+
+    func testRetryAfterInEveryFormIsHonouredCappedOrIgnored() {
+        // Two minutes before the RFC's example date, Sun, 06 Nov 1994 08:49:37 GMT.
+        let now = Date(timeIntervalSince1970: 784_111_777 - 120)
+        func decide(_ retryAfter: String?, status: Int = 503) -> RetryPolicy.Decision {
+            policy.decide(.http(status: status, retryAfter: retryAfter), attempt: 1, now: now)
+        }
+        for value in ["120", " 120\t", "00120", "Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"] {
+            XCTAssertEqual(decide(value), .retry(delay: 120, pauseHost: 120, discardPartial: false), value)
+            XCTAssertEqual(decide(value, status: 429), .retry(delay: 120, pauseHost: 120, discardPartial: false), value)
+        }
+        for value in ["601", "4294967295", "99999999999999999999999999", "Fri, 31 Dec 9999 23:59:59 GMT"] {
+            XCTAssertEqual(decide(value), .retry(delay: 600, pauseHost: 600, discardPartial: false), "\(value) is capped")
+        }
+        for value in ["0", "Sun, 06 Nov 1994 08:47:37 GMT", "Sun, 06 Nov 1994 08:47:36 GMT", "Thu, 01 Jan 1970 00:00:00 GMT"] {
+            XCTAssertEqual(decide(value), .retry(delay: 0, pauseHost: nil, discardPartial: false), "\(value): now or past, no wait")
+        }
+        for value in [nil, "-1", "1e3", "+5", "1.5", "0x10", "", "soon", "120 s", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Nov 1994 08:49:37"] {
+            guard case .retry(let delay, let pause, false) = decide(value) else { XCTFail("\(value ?? "nil")"); continue }
+            XCTAssertNil(pause, "\(value ?? "nil"): garbage pauses no host")
+            XCTAssertTrue((0...4).contains(delay), "\(value ?? "nil"): backoff, not a parsed delay: \(delay)")
+        }
+        for status in [400, 403, 404, 410, 301, 416, 501] {
+            XCTAssertEqual(decide("120", status: status), .fail, "HTTP \(status) is not retried, whatever its Retry-After")
+        }
+        let noWaiting = RetryPolicy(backoff: Backoff(base: 4, cap: 4), maxRetryAfter: 0)
+        XCTAssertEqual(noWaiting.decide(.http(status: 503, retryAfter: "120"), attempt: 1, now: now),
+                       .retry(delay: 0, pauseHost: nil, discardPartial: false))
+    }
+}
