@@ -232,6 +232,14 @@ public actor DownloadEngine {
                                         onError: { emit(.warning("job \(job.id): cannot record progress: \($0)")) })
                     })
                 resumeFrom = attempt.resumeOffset
+                if resumeFrom == 0, job.etag != nil || job.lastModified != nil {
+                    // Starting over while the database still holds an earlier partial file's
+                    // validator: forget it before any new byte is written. Otherwise a kill
+                    // before the next progress write leaves the old validator on the new bytes,
+                    // and a later resume (If-Range: old) splices two versions of the file.
+                    let forget = Progress(jobID: job.id, token: lease.token, receivedBytes: 0, expectedBytes: nil)
+                    try await service.perform { try $0.recordProgress([forget]) }
+                }
                 await register(attempt, for: job.id)
                 emit(.started(jobID: job.id, url: job.url, resumeFrom: resumeFrom))
                 let request = FetchRequest(url: url, headers: attempt.requestHeaders,
