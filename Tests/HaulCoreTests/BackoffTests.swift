@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import HaulTestSupport
 @testable import HaulCore
 
 /// Exponential backoff with full jitter.
@@ -25,7 +26,7 @@ final class BackoffTests: XCTestCase {
         for backoff in [Backoff(), Backoff(base: 1e-300, cap: 5), Backoff(base: 1e300, cap: 1e308)] {
             for attempt in [1_000, 1_025, 1_100, 1_101, 10_000, Int.max - 1, Int.max] {
                 XCTAssertEqual(backoff.ceiling(afterAttempt: attempt), backoff.cap, "attempt \(attempt)")
-                var random = SplitMix64(seed: UInt64(truncatingIfNeeded: attempt))
+                var random = SeededGenerator(seed: UInt64(truncatingIfNeeded: attempt))
                 let delay = backoff.delay(afterAttempt: attempt, random: &random)
                 XCTAssertTrue(delay.isFinite && delay >= 0 && delay <= backoff.cap)
             }
@@ -33,7 +34,7 @@ final class BackoffTests: XCTestCase {
     }
 
     func testDelaysStayWithinZeroAndTheCeiling() {
-        var random = SplitMix64(seed: 42)
+        var random = SeededGenerator(seed: 42)
         for backoff in [Backoff(), Backoff(base: 0.5, cap: 10), Backoff(base: 2, cap: 1)] {
             for attempt in 1...40 {
                 let ceiling = backoff.ceiling(afterAttempt: attempt)
@@ -48,7 +49,7 @@ final class BackoffTests: XCTestCase {
     }
 
     func testJitterIsFullAndUniform() {
-        var random = SplitMix64(seed: 7)
+        var random = SeededGenerator(seed: 7)
         let backoff = Backoff()
         let samples = (0..<20_000).map { _ in backoff.delay(afterAttempt: 20, random: &random) }
         let mean = samples.reduce(0, +) / Double(samples.count)
@@ -61,8 +62,8 @@ final class BackoffTests: XCTestCase {
     }
 
     func testSameSeedGivesSameDelays() {
-        var first = SplitMix64(seed: 99)
-        var second = SplitMix64(seed: 99)
+        var first = SeededGenerator(seed: 99)
+        var second = SeededGenerator(seed: 99)
         let backoff = Backoff()
         for attempt in 1...50 {
             XCTAssertEqual(backoff.delay(afterAttempt: attempt, random: &first),
@@ -71,7 +72,7 @@ final class BackoffTests: XCTestCase {
     }
 
     func testZeroBaseOrCapMeansNoWait() {
-        var random = SplitMix64(seed: 1)
+        var random = SeededGenerator(seed: 1)
         for backoff in [Backoff(base: 0, cap: 300), Backoff(base: 1, cap: 0), Backoff(base: 0, cap: 0)] {
             for attempt in [1, 2, 50, Int.max] {
                 XCTAssertEqual(backoff.ceiling(afterAttempt: attempt), 0)
@@ -87,18 +88,5 @@ final class BackoffTests: XCTestCase {
             XCTAssertGreaterThanOrEqual(delay, 0)
             XCTAssertLessThanOrEqual(delay, backoff.ceiling(afterAttempt: attempt))
         }
-    }
-}
-
-/// SplitMix64: a tiny seeded generator, so the random draws are the same on every run.
-private struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

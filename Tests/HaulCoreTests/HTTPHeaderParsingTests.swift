@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 #endif
 import XCTest
+import HaulTestSupport
 @testable import HaulCore
 
 /// Retry-After, HTTP-date, Content-Range and If-Range validator parsing (RFC 9110).
@@ -148,7 +149,7 @@ final class HTTPHeaderParsingTests: XCTestCase {
     }
 
     func testFormatMatchesGmtimeAndRoundTrips() {
-        var random = SplitMix64(seed: 0x5EED_DA7E)
+        var random = SeededGenerator(seed: 0x5EED_DA7E)
         let names = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
         for _ in 0..<5_000 {
@@ -282,7 +283,7 @@ final class HTTPHeaderParsingTests: XCTestCase {
         "bytes 0-499/1234", "bytes */1234", "bytes 0-499/*", "é", "\u{0}", "\u{FEFF}", "🙂",
     ]
 
-    private func randomHeader(_ random: inout SplitMix64) -> String {
+    private func randomHeader(_ random: inout SeededGenerator) -> String {
         switch random.next() % 4 {
         case 0:  // a valid header with one byte changed, dropped or duplicated
             let seeds = ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994",
@@ -305,7 +306,7 @@ final class HTTPHeaderParsingTests: XCTestCase {
     }
 
     func testFuzzedHeadersNeverCrashAndStayInBounds() {
-        var random = SplitMix64(seed: 20_241_130)
+        var random = SeededGenerator(seed: 20_241_130)
         let now = exampleInstant.addingTimeInterval(-3600)
         var parsedDelays = 0, parsedRanges = 0
         for _ in 0..<20_000 {
@@ -346,17 +347,4 @@ final class HTTPHeaderParsingTests: XCTestCase {
     }
 
     private func pad(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
-}
-
-/// SplitMix64: a tiny seeded generator, so fuzz inputs are the same on every run.
-private struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
