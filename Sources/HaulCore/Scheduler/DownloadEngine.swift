@@ -422,18 +422,28 @@ public actor DownloadEngine {
     /// Removes `.haul-*.part` files that no queued or running job owns any more.
     private func removeOrphanedTempFiles() async throws {
         let removed = try await service.perform { queue -> Int in
+            // Memory: one entry per distinct folder, not per job.
             var folders = Set<String>()
-            var keep = Set<String>()
-            try queue.forEachJobDestination { id, destination, state in
+            try queue.forEachJobDestination { _, destination, _ in
                 folders.insert((destination as NSString).deletingLastPathComponent)
-                if state == .queued || state == .running { keep.insert(TempFile(destination: destination, jobID: id).path) }
             }
             var removed = 0
             for folder in folders {
                 guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { continue }
-                for name in names where TempFile.jobID(fromName: name) != nil {
+                for name in names {
+                    guard let (id, _) = TempFile.jobID(fromName: name) else { continue }
                     let path = folder + "/" + name
-                    if !keep.contains(path) && unlink(path) == 0 { removed += 1 }
+                    if let job = try queue.job(id: id), job.state == .queued || job.state == .running,
+                       TempFile(destination: job.destination, jobID: id).path == path {
+                        continue  // still someone's partial file
+                    }
+                    // A file another haul process holds a lock on (another queue writing into the
+                    // same folder) is in use: leave it.
+                    let fd = open(path, O_RDONLY | O_CLOEXEC)
+                    guard fd >= 0 else { continue }
+                    defer { close(fd) }
+                    guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
+                    if unlink(path) == 0 { removed += 1 }
                 }
             }
             return removed
