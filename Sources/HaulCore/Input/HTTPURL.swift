@@ -124,15 +124,21 @@ public struct HTTPURL: Sendable, Equatable {
         return copy
     }
 
-    /// Redacts the user-info of any `scheme://user:pass@host…` text, whatever its scheme;
-    /// other text is returned as is.
+    /// Redacts the user-info of every `scheme://user:pass@host…` in the text, whatever its
+    /// scheme; other text is returned as is.
     public static func redact(_ text: String) -> String {
-        guard let separator = text.range(of: "://") else { return text }
-        let authority = text[separator.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        guard let at = authority.lastIndex(of: "@") else { return text }
-        var copy = text
-        copy.replaceSubrange(separator.upperBound...at, with: "***@")
-        return copy
+        var result = ""
+        var rest = Substring(text)
+        while let separator = rest.range(of: "://") {
+            result += rest[..<separator.upperBound]
+            rest = rest[separator.upperBound...]
+            let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" && !$0.isWhitespace }
+            if let at = authority.lastIndex(of: "@") {
+                result += "***@"
+                rest = rest[rest.index(after: at)...]
+            }
+        }
+        return result + rest
     }
 
     static func isAlpha(_ b: UInt8) -> Bool { (b | 0x20) >= 0x61 && (b | 0x20) <= 0x7A }

@@ -18,6 +18,8 @@ public actor DownloadEngine {
         let lease: Lease
         var attempt: DownloadAttempt?
         var task: Task<Void, Never>?
+        /// The job was claimed again under a new lease (this one expired): not renewed any more.
+        var superseded = false
     }
 
     private let service: QueueService
@@ -29,7 +31,9 @@ public actor DownloadEngine {
 
     private let wake = WakeSignal()
     private let stopping = Atomic<Bool>(false)
-    private var active: [Int: ActiveJob] = [:]
+    /// Transfers in flight, keyed by lease token: after a lease expiry the same job can be
+    /// claimed again while its old transfer is still being abandoned.
+    private var active: [String: ActiveJob] = [:]
     /// Claimed jobs waiting for a free worker.
     private var ready: [Lease] = []
     private var pendingCompletions: [PendingCompletion] = []
@@ -92,7 +96,9 @@ public actor DownloadEngine {
                 claimed = try await recordAndClaim(flush: wantFlush, request)
                 ready.append(contentsOf: claimed)
             }
-            while active.count < options.workers, !ready.isEmpty { start(ready.removeFirst()) }
+            while active.count < options.workers, !ready.isEmpty, !stopping.load(ordering: .sequentiallyConsistent) {
+                start(ready.removeFirst())
+            }
             if wantFlush && claimed.isEmpty && wantClaim { continue }  // the cap may have room now
             if active.isEmpty && ready.isEmpty && claimed.isEmpty && pendingCompletions.isEmpty {
                 let (unfinished, wakeAt) = try await service.perform { queue in
@@ -115,6 +121,8 @@ public actor DownloadEngine {
         for lease in unstarted {
             _ = try? await service.perform { try $0.release(jobID: lease.jobID, token: lease.token, reason: "interrupted: haul was stopped") }
         }
+        // Cancel every transfer, including any that started while stop() ran.
+        for job in active.values { job.task?.cancel() }
         while !active.isEmpty {
             await wake.wait(timeout: .milliseconds(100))
             await flushCompletions()
@@ -150,9 +158,7 @@ public actor DownloadEngine {
             report(batch, stale: Set(stale))
             return leases
         } catch {
-            if !batch.isEmpty {
-                emit(.warning("cannot record \(batch.count) finished jobs in the database: \(error); they will be fetched again"))
-            }
+            pendingCompletions.insert(contentsOf: batch, at: 0)  // recorded on a later try
             throw error
         }
     }
@@ -168,7 +174,8 @@ public actor DownloadEngine {
             let stale = try await service.perform { try $0.completeAll(completions) }
             report(batch, stale: Set(stale))
         } catch {
-            emit(.warning("cannot record \(batch.count) finished jobs in the database: \(error); they will be fetched again"))
+            pendingCompletions.insert(contentsOf: batch, at: 0)  // recorded on a later try
+            emit(.warning("cannot record \(batch.count) finished jobs in the database yet: \(error)"))
         }
     }
 
@@ -205,8 +212,14 @@ public actor DownloadEngine {
     // MARK: Jobs
 
     private func start(_ lease: Lease) {
-        active[lease.jobID] = ActiveJob(lease: lease, attempt: nil, task: nil)
-        active[lease.jobID]?.task = Task { await self.perform(lease) }
+        // An older transfer of the same job lost its lease when the job was claimed again
+        // (e.g. the process was suspended past the lease): abandon it.
+        for (token, job) in active where job.lease.jobID == lease.jobID {
+            active[token]?.superseded = true
+            job.task?.cancel()
+        }
+        active[lease.token] = ActiveJob(lease: lease, attempt: nil, task: nil)
+        active[lease.token]?.task = Task { await self.perform(lease) }
     }
 
     /// Runs one attempt. File work (writing, fsync, rename) happens here, off the actor.
@@ -240,7 +253,7 @@ public actor DownloadEngine {
                     let forget = Progress(jobID: job.id, token: lease.token, receivedBytes: 0, expectedBytes: nil)
                     try await service.perform { try $0.recordProgress([forget]) }
                 }
-                await register(attempt, for: job.id)
+                await register(attempt, for: lease.token)
                 emit(.started(jobID: job.id, url: job.url, resumeFrom: resumeFrom))
                 let request = FetchRequest(url: url, headers: attempt.requestHeaders,
                                            stallTimeout: options.stallTimeout, totalTimeout: options.totalTimeout)
@@ -257,7 +270,7 @@ public actor DownloadEngine {
             result = .failed(.badRedirect("invalid URL: \(HTTPURL.redact(job.url))"), status: nil)
         }
         await conclude(lease, temp: temp, result: result, resumeFrom: resumeFrom)
-        await finished(job.id)
+        await finished(lease.token)
     }
 
     /// Where blocking file work (fsync, rename) runs.
@@ -266,12 +279,12 @@ public actor DownloadEngine {
     /// Files at least this large get their validator recorded as soon as their head arrives.
     static let resumableSize: Int64 = 1 << 20
 
-    private func register(_ attempt: DownloadAttempt, for jobID: Int) {
-        active[jobID]?.attempt = attempt
+    private func register(_ attempt: DownloadAttempt, for token: String) {
+        active[token]?.attempt = attempt
     }
 
-    private func finished(_ jobID: Int) {
-        active[jobID] = nil
+    private func finished(_ token: String) {
+        active[token] = nil
         wake.fire()
     }
 
@@ -284,7 +297,7 @@ public actor DownloadEngine {
                 if pendingCompletions.isEmpty { oldestPending = .now }
                 pendingCompletions.append(PendingCompletion(lease: lease, status: status, bytes: bytes, resumeFrom: resumeFrom))
             case .failed(let failure, let status):
-                let snapshot = active[job.id]?.attempt?.snapshot
+                let snapshot = active[token]?.attempt?.snapshot
                 if let snapshot { completedBytes += max(0, snapshot.bytesOnDisk - resumeFrom) }
                 let decision = stopping.load(ordering: .sequentiallyConsistent) && failure == .cancelled
                     ? .release : policy.decide(failure, attempt: job.attempts)
@@ -393,15 +406,16 @@ public actor DownloadEngine {
     }
 
     private func renewLeases() async throws {
-        let held = active.values.map { (jobID: $0.lease.jobID, token: $0.lease.token) }
+        let held = active.values.filter { !$0.superseded }.map { (jobID: $0.lease.jobID, token: $0.lease.token) }
             + ready.map { (jobID: $0.jobID, token: $0.token) }
         let milliseconds = Int(options.leaseDuration * 1000)
-        let lost = try await service.perform { try $0.renew(held, leaseMilliseconds: milliseconds) }
-        let lostSet = Set(lost)
-        ready.removeAll { lostSet.contains($0.jobID) }
-        for id in lost {
-            emit(.warning("job \(id): lease lost (cancelled, or expired); abandoning its transfer"))
-            active[id]?.task?.cancel()
+        let lost = Set(try await service.perform { try $0.renew(held, leaseMilliseconds: milliseconds) })
+        let lostTokens = Set(held.filter { lost.contains($0.jobID) }.map(\.token))
+        ready.removeAll { lostTokens.contains($0.token) }
+        for token in lostTokens {
+            guard let job = active[token] else { continue }
+            emit(.warning("job \(job.lease.jobID): lease lost (cancelled, or expired); abandoning its transfer"))
+            job.task?.cancel()
         }
     }
 

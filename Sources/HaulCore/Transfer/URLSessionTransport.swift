@@ -80,6 +80,8 @@ public final class URLSessionTransport: Transport {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 delegate.register(task: task, request: request, trail: trail, sink: sink, continuation: continuation)
+                // A cancellation that came before the registration found nothing to cancel.
+                if Task.isCancelled { delegate.cancel(taskIdentifier: task.taskIdentifier) }
                 task.resume()
             }
         } onCancel: {
