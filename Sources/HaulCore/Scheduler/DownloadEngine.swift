@@ -229,7 +229,11 @@ public actor DownloadEngine {
         let storedValidator: Validator? = job.etag.map(Validator.etag) ?? job.lastModified.map(Validator.lastModified)
         let result: DownloadAttempt.Result
         var resumeFrom: Int64 = 0
-        if let url = URL(string: job.url) {
+        var unsafe: String?
+        do { try temp.checkNoNewLinks(since: job.createdAt) } catch { unsafe = String(describing: error) }
+        if let unsafe {
+            result = .failed(.unsafeDestination(unsafe), status: nil)
+        } else if let url = URL(string: job.url) {
             do {
                 let service = self.service
                 let emit = self.emit
@@ -321,7 +325,8 @@ public actor DownloadEngine {
             if let snapshot { try await record(snapshot, lease: lease) }
             _ = try await service.perform { try $0.release(jobID: job.id, token: token, reason: "interrupted: haul was stopped") }
         case .fail:
-            temp.remove()
+            // An unsafe way to the destination is not followed, not even to clean up.
+            if case .unsafeDestination = failure {} else { temp.remove() }
             try await service.perform { try $0.fail(jobID: job.id, token: token, status: status, reason: reason) }
             stats.failed += 1
             failureReasons[reason, default: 0] += 1

@@ -43,7 +43,7 @@ public struct RetryPolicy: Sendable {
             return .retry(delay: 0, pauseHost: nil, discardPartial: true)
         case .checksum:
             return .retry(delay: backoff.delay(afterAttempt: attempt), pauseHost: nil, discardPartial: true)
-        case .badRedirect, .encoding:
+        case .badRedirect, .encoding, .unsafeDestination:
             return .fail
         case .cancelled:
             return .release

@@ -35,13 +35,15 @@ public final class DownloadAttempt: BodySink {
         case checksum(expected: String, actual: String)
         /// Writing the temp file or placing it failed (disk full, permissions…).
         case disk(String)
+        /// The way to the destination changed so that writing there could leave the output folder.
+        case unsafeDestination(String)
         case cancelled
 
         public var description: String {
             switch self {
             case .http(let status, _): return "HTTP \(status) \(HTTPURLResponse.localizedString(forStatusCode: status))"
             case .transport(let why), .badRedirect(let why), .encoding(let why), .mustRestart(let why),
-                 .length(let why), .disk(let why):
+                 .length(let why), .disk(let why), .unsafeDestination(let why):
                 return why
             case .checksum(let expected, let actual): return "sha256 mismatch: expected \(expected), got \(actual)"
             case .cancelled: return "cancelled"

@@ -30,6 +30,24 @@ public struct TempFile: Sendable {
         return (id, String(parts[1]))
     }
 
+    /// Refuses a destination whose way there now runs through a symbolic link made after
+    /// `since` (Unix ms). Links that existed when the job was added were checked then (see
+    /// `DestinationResolver`); one made later (a folder swapped for a link) could lead outside
+    /// the output folder, so the download must not follow it.
+    public func checkNoNewLinks(since: Int) throws {
+        var current = ""
+        for component in (destination as NSString).deletingLastPathComponent.split(separator: "/") {
+            current += "/" + component
+            var info = stat()
+            guard lstat(current, &info) == 0 else { return }  // the rest does not exist yet
+            guard (info.st_mode & S_IFMT) == S_IFLNK else { continue }
+            let changed = Int(info.st_ctim.tv_sec) * 1000 + Int(info.st_ctim.tv_nsec) / 1_000_000
+            if changed >= since {
+                throw TransferIOError("refused: \(current) became a symbolic link after the job was added, so \(destination) could lie outside the output folder")
+            }
+        }
+    }
+
     /// Bytes already in the temp file (0 when it does not exist).
     public func existingLength() -> Int64 {
         var info = stat()

@@ -1,0 +1,37 @@
+import Foundation
+import HaulCore
+import HaulTestSupport
+import XCTest
+
+/// A folder inside the output folder swapped for a symbolic link after `haul add` must not lead
+/// a download outside the output folder.
+final class SymlinkSwapTests: XCTestCase {
+    func testAFolderSwappedForALinkAfterAddIsNotFollowed() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let body = runTestData(4096, seed: 7)
+        server.route("/a.bin", FaultServer.file(body, etag: "\"a\""))
+        server.route("/b.bin", FaultServer.file(body, etag: "\"b\""))
+        let outside = h.temp.path + "/outside"
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: h.out + "/sub", withIntermediateDirectories: true)
+        try h.add([server.url("/a.bin").absoluteString + " out=sub/a.bin",
+                   server.url("/b.bin").absoluteString + " out=safe/b.bin"])
+
+        // After the add: sub/ becomes a link to a folder outside the output folder.
+        try FileManager.default.removeItem(atPath: h.out + "/sub")
+        try FileManager.default.createSymbolicLink(atPath: h.out + "/sub", withDestinationPath: outside)
+
+        let result = try h.run(["run", "--max-attempts", "3"])
+
+        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: outside), [],
+                       "the download followed the link out of the output folder")
+        XCTAssertEqual(server.requestCount(path: "/a.bin"), 0, "nothing is fetched for an unsafe destination")
+        let job = try h.show(1)
+        XCTAssertEqual(job["state"] as? String, "failed")
+        XCTAssertTrue((job["last_error"] as? String ?? "").contains("symbolic link"), "\(job["last_error"] ?? "nil")")
+        XCTAssertEqual(h.contents("safe/b.bin"), body, "the other job is unaffected")
+    }
+}
