@@ -95,11 +95,7 @@ public final class DownloadAttempt: BodySink {
         self.onAccepted = onAccepted
         self.temp = temp
         self.expectedSHA256 = expectedSHA256
-        // Measure the partial file only once its lock is held, so no other writer can still be
-        // growing it.
-        let descriptor = try temp.open(truncate: false)
-        var info = stat()
-        let existing: Int64 = fstat(descriptor, &info) == 0 ? Int64(info.st_size) : 0
+        let (descriptor, existing) = try temp.open()
         let resume = existing > 0 && storedValidator != nil && (storedTotal.map { existing <= $0 } ?? true)
         if !resume && existing > 0 && ftruncate(descriptor, 0) != 0 {
             let error = TransferIOError.errno("cannot empty temp file \(temp.path)")

@@ -48,18 +48,11 @@ public struct TempFile: Sendable {
         }
     }
 
-    /// Bytes already in the temp file (0 when it does not exist).
-    public func existingLength() -> Int64 {
-        var info = stat()
-        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return 0 }
-        return Int64(info.st_size)
-    }
-
     /// Opens the temp file for writing, creating it and its folders (with the user's umask), and
     /// takes an exclusive lock on it, so two haul processes never write one temp file (the lock
-    /// dies with its process, even on kill -9).
-    /// - Parameter truncate: start from zero bytes (done only once the lock is held).
-    public func open(truncate: Bool) throws -> Int32 {
+    /// dies with its process, even on kill -9). Returns the descriptor and the bytes already in
+    /// the file, measured once the lock is held, so no other writer can still be growing it.
+    public func open() throws -> (descriptor: Int32, length: Int64) {
         let folder = (path as NSString).deletingLastPathComponent
         if !folder.isEmpty {
             do {
@@ -74,12 +67,13 @@ public struct TempFile: Sendable {
             close(fd)
             throw TransferIOError("temp file \(path) is being written by another haul process", code: EWOULDBLOCK)
         }
-        if truncate, ftruncate(fd, 0) != 0 {
-            let error = TransferIOError.errno("cannot empty temp file \(path)")
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            let error = TransferIOError.errno("cannot measure temp file \(path)")
             close(fd)
             throw error
         }
-        return fd
+        return (fd, Int64(info.st_size))
     }
 
     /// Removes the temp file, if any.
