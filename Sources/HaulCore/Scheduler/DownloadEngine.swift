@@ -83,9 +83,10 @@ public actor DownloadEngine {
             // before they start never lets more requests reach a host than the cap.
             let held = active.count + ready.count
             let wantClaim = ready.count < max(1, options.workers / 2) && held < 2 * options.workers
-            // Done jobs count against their host's cap until recorded, so record them whenever
-            // a worker is idle for want of work, or the batch is full or old enough.
-            let idle = ready.isEmpty && active.count < options.workers
+            // Done jobs are recorded in batches: when the batch is full or old enough, or when
+            // nothing else is running. Until then they stay running in the database (other
+            // processes count them against the cap) but not in our own claims (`finished`).
+            let idle = ready.isEmpty && active.isEmpty
             let wantFlush = !pendingCompletions.isEmpty && (idle || pendingCompletions.count >= Self.completionBatch
                 || ContinuousClock.now - oldestPending >= Self.completionDelay)
             var claimed: [Lease] = []
@@ -148,6 +149,9 @@ public actor DownloadEngine {
     private func recordAndClaim(flush: Bool, _ request: ClaimRequest) async throws -> [Lease] {
         let batch = flush ? pendingCompletions : []
         if flush { pendingCompletions.removeAll() }
+        var excused = request
+        excused.finished = pendingCompletions.map(\.lease)
+        let request = excused
         let completions = await prepare(batch)
         do {
             let (stale, leases) = try await service.perform { queue -> ([Int], [Lease]) in

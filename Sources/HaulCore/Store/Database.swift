@@ -79,7 +79,7 @@ public final class Database {
             if journal?.lowercased() != "wal" && path != ":memory:" {
                 throw DatabaseError.openFailed(path: path, reason: "cannot switch to WAL journal (got \(journal ?? "nothing"))")
             }
-            try execute("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA cache_size = -65536;")
+            try execute("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA cache_size = -65536; PRAGMA temp_store = MEMORY;")
             try Migrator(migrations: migrations).migrate(self)
         } catch let error as SQLiteError {
             cache.removeAll()

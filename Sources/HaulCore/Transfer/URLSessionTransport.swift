@@ -27,6 +27,8 @@ public final class URLSessionTransport: Transport {
         configuration.urlCache = nil
         configuration.httpShouldSetCookies = false
         configuration.httpCookieStorage = nil
+        // Without this, FoundationNetworking parses every response header line for cookies.
+        configuration.httpCookieAcceptPolicy = .never
         // Our own watchdog enforces stall and total timeouts; these are only a backstop.
         configuration.timeoutIntervalForRequest = 24 * 3600
         configuration.timeoutIntervalForResource = 7 * 24 * 3600
