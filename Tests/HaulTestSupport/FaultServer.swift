@@ -456,8 +456,14 @@ final class Core: Sendable {
 
             let handler = begin(request)
             let response = handler(request)
-            action = write(response, for: request, fd: fd, keepAlive: keepAlive)
-            end()
+            // The request stops counting as in flight just before its last byte is sent: a
+            // client that has the whole response may start its next request at once, and must
+            // not be counted twice because this thread had not yet run its bookkeeping.
+            var ended = false
+            action = write(response, for: request, fd: fd, keepAlive: keepAlive) {
+                if !ended { ended = true; end() }
+            }
+            if !ended { end() }
             index += 1
             if action != .keepAlive { break loop }
         }
@@ -623,7 +629,10 @@ final class Core: Sendable {
         }
     }
 
-    private func write(_ r: Response, for request: Request, fd: Int32, keepAlive: Bool) -> Action {
+    /// Writes the response; calls `beforeLastByte` just before the send that completes a
+    /// response the client can see as complete (never for cut, endless or close-delimited ones).
+    private func write(_ r: Response, for request: Request, fd: Int32, keepAlive: Bool,
+                       beforeLastByte: () -> Void) -> Action {
         if r.delayBeforeHeaders > 0, pause(r.delayBeforeHeaders, fd: fd) != .elapsed { return .close }
 
         let bodyForbidden = (100..<200).contains(r.status) || r.status == 204 || r.status == 304
@@ -650,13 +659,20 @@ final class Core: Sendable {
         }
         if closeAfter, !r.headers.contains("Connection") { head += "Connection: close\r\n" }
         head += "\r\n"
+        let completes = framing != .closeDelimited && !r.endless && r.bodyByteLimit == nil
+            && (r.declaredContentLength == nil || r.declaredContentLength == r.body.count)
+            && !(r.omitsChunkedTerminator && framing != .contentLength)
+        let headIsLast = !sendsBody || (framing == .contentLength && r.body.isEmpty)
+        if completes, headIsLast, r.extraBytes.isEmpty, r.stallAfterHeaders == nil { beforeLastByte() }
         guard sendAll(fd, Array(head.utf8)) else { return .close }
 
         if let stall = r.stallAfterHeaders, pause(stall, fd: fd) != .elapsed { return .close }
         if sendsBody {
-            guard writeBody(r, framing: framing, fd: fd) else { return .close }
+            let bodyEnds = completes && r.extraBytes.isEmpty
+            guard writeBody(r, framing: framing, fd: fd, beforeLastByte: { if bodyEnds { beforeLastByte() } }) else { return .close }
         }
         if !r.extraBytes.isEmpty {
+            if completes { beforeLastByte() }
             guard sendAll(fd, Array(r.extraBytes)) else { return .close }
         }
         switch r.ending {
@@ -672,7 +688,7 @@ final class Core: Sendable {
     private static let defaultEndlessPattern: [UInt8] = (0..<256).map { UInt8($0) }
 
     /// Returns false if the connection failed or the server stopped mid-body.
-    private func writeBody(_ r: Response, framing: Response.Framing, fd: Int32) -> Bool {
+    private func writeBody(_ r: Response, framing: Response.Framing, fd: Int32, beforeLastByte: () -> Void) -> Bool {
         let chunked: Bool
         let chunkSize: Int
         if case .chunked(let size) = framing {
@@ -719,11 +735,13 @@ final class Core: Sendable {
             if chunked { out.append(contentsOf: Array((String(segment.count, radix: 16) + "\r\n").utf8)) }
             out.append(contentsOf: segment.prefix(allowed))
             if chunked, allowed == segment.count { out.append(contentsOf: [13, 10]) }
+            if !chunked, !r.endless, offset == payload.count { beforeLastByte() }
             guard sendAll(fd, out) else { return false }
             sent += allowed
             if allowed < segment.count { return true }  // cut mid-segment
         }
         if chunked, !r.omitsChunkedTerminator {
+            beforeLastByte()
             guard sendAll(fd, Array("0\r\n\r\n".utf8)) else { return false }
         }
         return true

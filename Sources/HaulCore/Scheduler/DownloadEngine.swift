@@ -187,7 +187,7 @@ public actor DownloadEngine {
     private func prepare(_ batch: [PendingCompletion]) async -> [JobQueue.Completion] {
         guard !batch.isEmpty else { return [] }
         var folders = Set<String>()
-        for item in batch { folders.insert((item.lease.job.destination as NSString).deletingLastPathComponent) }
+        for item in batch { folders.insert(item.lease.job.destination.parentFolder) }
         let toSync = folders
         await withCheckedContinuation { continuation in
             Self.fileQueue.async {
@@ -448,7 +448,7 @@ public actor DownloadEngine {
             // Memory: one entry per distinct folder, not per job.
             var folders = Set<String>()
             try queue.forEachJobDestination { _, destination, _ in
-                folders.insert((destination as NSString).deletingLastPathComponent)
+                folders.insert(destination.parentFolder)
             }
             var removed = 0
             for folder in folders {

@@ -16,7 +16,7 @@ public struct TempFile: Sendable {
 
     public init(destination: String, jobID: Int) {
         self.destination = destination
-        let folder = (destination as NSString).deletingLastPathComponent
+        let folder = destination.parentFolder
         let hash = String(FNV1a.hash(destination), radix: 16)
         path = (folder.isEmpty ? "" : folder + "/") + "\(Self.prefix)\(jobID)-\(hash)\(Self.suffix)"
     }
@@ -36,7 +36,7 @@ public struct TempFile: Sendable {
     /// the output folder, so the download must not follow it.
     public func checkNoNewLinks(since: Int) throws {
         var current = ""
-        for component in (destination as NSString).deletingLastPathComponent.split(separator: "/") {
+        for component in destination.parentFolder.split(separator: "/") {
             current += "/" + component
             var info = stat()
             guard lstat(current, &info) == 0 else { return }  // the rest does not exist yet
@@ -53,15 +53,17 @@ public struct TempFile: Sendable {
     /// dies with its process, even on kill -9). Returns the descriptor and the bytes already in
     /// the file, measured once the lock is held, so no other writer can still be growing it.
     public func open() throws -> (descriptor: Int32, length: Int64) {
-        let folder = (path as NSString).deletingLastPathComponent
-        if !folder.isEmpty {
+        var fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o666)
+        let folder = path.parentFolder
+        if fd < 0, errno == ENOENT, !folder.isEmpty {
+            // The folder does not exist yet (checked only now: most folders already exist).
             do {
                 try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
             } catch {
                 throw TransferIOError("cannot create folder \(folder): \((error as NSError).localizedDescription)")
             }
+            fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o666)
         }
-        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o666)
         guard fd >= 0 else { throw TransferIOError.errno("cannot open temp file \(path)") }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             close(fd)
@@ -96,7 +98,7 @@ public struct TempFile: Sendable {
 
     /// Makes renames in the folder holding `path` durable.
     public static func syncFolder(of path: String) {
-        let folder = (path as NSString).deletingLastPathComponent
+        let folder = path.parentFolder
         let dirFD = Glibc.open(folder.isEmpty ? "." : folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if dirFD >= 0 {
             _ = fsync(dirFD)
