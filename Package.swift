@@ -22,9 +22,11 @@ let package = Package(
             dependencies: ["MigrationEmbedder"],
             path: "Sources/EmbedMigrationsPlugin"
         ),
+        // syncfs(2), which Swift's Glibc module does not show.
+        .target(name: "CFileSync", path: "Sources/CFileSync"),
         .target(
             name: "HaulCore",
-            dependencies: ["CSQLite"],
+            dependencies: ["CSQLite", "CFileSync"],
             path: "Sources/HaulCore",
             plugins: ["EmbedMigrationsPlugin"]
         ),

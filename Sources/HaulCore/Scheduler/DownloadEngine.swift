@@ -133,12 +133,14 @@ public actor DownloadEngine {
         return try await summary()
     }
 
-    /// Placed files whose jobs are marked done in one transaction, once their folders are synced.
+    /// A verified download waiting for its batch: made durable and placed (`file` then becomes
+    /// nil), its folder synced, then its job marked done, all in one go for the batch.
     private struct PendingCompletion {
         let lease: Lease
         let status: Int
         let bytes: Int64
         let resumeFrom: Int64
+        var file: VerifiedFile?
     }
 
     static let completionBatch = 64
@@ -147,12 +149,12 @@ public actor DownloadEngine {
     /// Records the pending completions (see `flushCompletions`) and claims more jobs, in one
     /// transaction.
     private func recordAndClaim(flush: Bool, _ request: ClaimRequest) async throws -> [Lease] {
-        let batch = flush ? pendingCompletions : []
+        let pending = flush ? pendingCompletions : []
         if flush { pendingCompletions.removeAll() }
         var excused = request
         excused.finished = pendingCompletions.map(\.lease)
         let request = excused
-        let completions = await prepare(batch)
+        let (batch, completions) = await prepare(pending)
         do {
             let (stale, leases) = try await service.perform { queue -> ([Int], [Lease]) in
                 try queue.database.transaction(.write) {
@@ -171,9 +173,9 @@ public actor DownloadEngine {
     /// done — in that order, so a job is never done before its file is safely in place.
     private func flushCompletions() async {
         guard !pendingCompletions.isEmpty else { return }
-        let batch = pendingCompletions
+        let pending = pendingCompletions
         pendingCompletions.removeAll()
-        let completions = await prepare(batch)
+        let (batch, completions) = await prepare(pending)
         do {
             let stale = try await service.perform { try $0.completeAll(completions) }
             report(batch, stale: Set(stale))
@@ -183,21 +185,58 @@ public actor DownloadEngine {
         }
     }
 
-    /// Syncs the folders the batch's files were renamed into, and returns its completions.
-    private func prepare(_ batch: [PendingCompletion]) async -> [JobQueue.Completion] {
-        guard !batch.isEmpty else { return [] }
-        var folders = Set<String>()
-        for item in batch { folders.insert(item.lease.job.destination.parentFolder) }
-        let toSync = folders
-        await withCheckedContinuation { continuation in
-            Self.fileQueue.async {
-                for folder in toSync { TempFile.syncFolder(of: folder + "/x") }
-                continuation.resume()
+    /// Places the batch's files — their bytes made durable (one syncfs per file system), then
+    /// renamed, then their folders synced — and returns the placed ones with their completions.
+    /// A file that cannot be placed goes to the retry policy as a disk failure.
+    private func prepare(_ pending: [PendingCompletion]) async -> ([PendingCompletion], [JobQueue.Completion]) {
+        guard !pending.isEmpty else { return ([], []) }
+        let (placed, failures) = await withCheckedContinuation { continuation in
+            Self.fileQueue.async { continuation.resume(returning: Self.place(pending)) }
+        }
+        for (item, reason) in failures {
+            guard let file = item.file else { continue }
+            let failure = DownloadAttempt.Failure.disk(reason)
+            do {
+                try await apply(policy.decide(failure, attempt: item.lease.job.attempts), failure: failure, status: item.status,
+                                lease: item.lease, temp: file.temp, snapshot: nil)
+            } catch {
+                emit(.warning("job \(item.lease.jobID): cannot record the outcome in the database: \(error)"))
             }
         }
-        return batch.map {
+        let completions = placed.map {
             JobQueue.Completion(jobID: $0.lease.jobID, token: $0.lease.token, status: $0.status, bytes: Int($0.bytes))
         }
+        return (placed, completions)
+    }
+
+    /// The blocking part of `prepare`, run on `fileQueue`.
+    private static func place(_ pending: [PendingCompletion]) -> (placed: [PendingCompletion], failed: [(PendingCompletion, String)]) {
+        var placed: [PendingCompletion] = []
+        var failed: [(PendingCompletion, String)] = []
+        var folders = Set<String>()
+        let files = pending.compactMap(\.file)
+        var durable: (any Error)?
+        do { try VerifiedFile.makeDurable(files) } catch { durable = error }
+        for var item in pending {
+            guard let file = item.file else {
+                placed.append(item)  // placed by an earlier flush whose record failed
+                folders.insert(item.lease.job.destination.parentFolder)
+                continue
+            }
+            do {
+                if let durable { throw durable }
+                try file.place()
+                file.close()
+                item.file = nil
+                placed.append(item)
+                folders.insert(item.lease.job.destination.parentFolder)
+            } catch {
+                file.close()
+                failed.append((item, String(describing: error)))
+            }
+        }
+        for folder in folders { TempFile.syncFolder(of: folder + "/x") }
+        return (placed, failed)
     }
 
     private func report(_ batch: [PendingCompletion], stale: Set<Int>) {
@@ -231,7 +270,7 @@ public actor DownloadEngine {
         let job = lease.job
         let temp = TempFile(destination: job.destination, jobID: job.id)
         let storedValidator: Validator? = job.etag.map(Validator.etag) ?? job.lastModified.map(Validator.lastModified)
-        let result: DownloadAttempt.Result
+        let result: DownloadAttempt.Verification
         var resumeFrom: Int64 = 0
         var unsafe: String?
         do { try temp.checkNoNewLinks(since: job.createdAt) } catch { unsafe = String(describing: error) }
@@ -266,11 +305,8 @@ public actor DownloadEngine {
                 let request = FetchRequest(url: url, headers: attempt.requestHeaders,
                                            stallTimeout: options.stallTimeout, totalTimeout: options.totalTimeout)
                 let fetched = await transport.fetch(request, into: attempt)
-                // fsync blocks: do it on a thread of its own, not on one of the few threads of
-                // Swift's cooperative pool, so many files can be flushed at once.
-                result = await withCheckedContinuation { continuation in
-                    Self.fileQueue.async { continuation.resume(returning: attempt.finish(fetched, syncFolder: false)) }
-                }
+                // Placing (fsync, rename) waits for the batch: see `prepare`.
+                result = attempt.verify(fetched)
             } catch {
                 result = .failed(.disk(String(describing: error)), status: nil)
             }
@@ -296,14 +332,15 @@ public actor DownloadEngine {
         wake.fire()
     }
 
-    private func conclude(_ lease: Lease, temp: TempFile, result: DownloadAttempt.Result, resumeFrom: Int64) async {
+    private func conclude(_ lease: Lease, temp: TempFile, result: DownloadAttempt.Verification, resumeFrom: Int64) async {
         let job = lease.job
         let token = lease.token
         do {
             switch result {
-            case .placed(let bytes, let status):
+            case .verified(let file):
                 if pendingCompletions.isEmpty { oldestPending = .now }
-                pendingCompletions.append(PendingCompletion(lease: lease, status: status, bytes: bytes, resumeFrom: resumeFrom))
+                pendingCompletions.append(PendingCompletion(lease: lease, status: file.status, bytes: file.bytes,
+                                                            resumeFrom: resumeFrom, file: file))
             case .failed(let failure, let status):
                 let snapshot = active[token]?.attempt?.snapshot
                 if let snapshot { completedBytes += max(0, snapshot.bytesOnDisk - resumeFrom) }

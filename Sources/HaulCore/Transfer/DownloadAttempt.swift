@@ -56,6 +56,12 @@ public final class DownloadAttempt: BodySink {
         case failed(Failure, status: Int?)
     }
 
+    /// The outcome of `verify`: a file ready to be placed, or why there is none.
+    public enum Verification: Sendable {
+        case verified(VerifiedFile)
+        case failed(Failure, status: Int?)
+    }
+
     /// What is known about the partial file, for the database.
     public struct Snapshot: Sendable, Equatable {
         public var bytesOnDisk: Int64
@@ -242,42 +248,55 @@ public final class DownloadAttempt: BodySink {
         return nil
     }
 
-    /// Ends the attempt: verifies and places the file, or says why not. Closes the temp file.
-    /// - Parameter syncFolder: see `TempFile.place`.
+    /// Ends the attempt and places the file now (fsync, rename and, with `syncFolder`, an fsync of
+    /// the folder) when everything checked out.
     public func finish(_ fetch: FetchResult, syncFolder: Bool = true) -> Result {
+        switch verify(fetch) {
+        case .failed(let failure, let status):
+            return .failed(failure, status: status)
+        case .verified(let file):
+            defer { file.close() }
+            do {
+                try temp.place(descriptor: file.descriptor, syncFolder: syncFolder)
+            } catch {
+                return .failed(.disk(String(describing: error)), status: file.status)
+            }
+            return .placed(bytes: file.bytes, status: file.status)
+        }
+    }
+
+    /// Ends the attempt: checks the response and the body (length, sha256) and, when they check
+    /// out, hands over the open temp file to be placed (see `VerifiedFile`); otherwise closes it.
+    public func verify(_ fetch: FetchResult) -> Verification {
         let (failure, status, written, total, digest, descriptor, mode) = state.withLock { state in
             let digest = state.hasher.map { hasher -> String in var copy = hasher; return copy.finalize() }
-            return (state.failure, state.status, state.written, state.expectedTotal, digest, state.descriptor, state.mode)
+            let descriptor = state.descriptor
+            state.descriptor = -1  // owned from here on by this call
+            return (state.failure, state.status, state.written, state.expectedTotal, digest, descriptor, state.mode)
         }
-        defer {
-            state.withLock { state in
-                if state.descriptor >= 0 { close(state.descriptor); state.descriptor = -1 }
-            }
+        func fail(_ failure: Failure, _ status: Int?) -> Verification {
+            if descriptor >= 0 { close(descriptor) }
+            return .failed(failure, status: status)
         }
-        if let failure { return .failed(failure, status: status) }
+        if let failure { return fail(failure, status) }
         if let fetchFailure = fetch.failure {
             switch fetchFailure {
-            case .badRedirect(let why): return .failed(.badRedirect(why), status: status)
-            case .cancelled: return .failed(.cancelled, status: status)
+            case .badRedirect(let why): return fail(.badRedirect(why), status)
+            case .cancelled: return fail(.cancelled, status)
             case .stalled, .timedOut, .transport, .rejected:
-                return .failed(.transport(fetchFailure.description), status: status)
+                return fail(.transport(fetchFailure.description), status)
             }
         }
-        guard mode == .writing || mode == .alreadyComplete, let status else {
-            return .failed(.transport("the transfer ended without a response"), status: status)
+        guard mode == .writing || mode == .alreadyComplete, let status, descriptor >= 0 else {
+            return fail(.transport("the transfer ended without a response"), status)
         }
         if let total, written != total {
-            return .failed(.length("body ended after \(written) of \(total) bytes"), status: status)
+            return fail(.length("body ended after \(written) of \(total) bytes"), status)
         }
         if let expectedSHA256, let digest, digest != expectedSHA256 {
-            return .failed(.checksum(expected: expectedSHA256, actual: digest), status: status)
+            return fail(.checksum(expected: expectedSHA256, actual: digest), status)
         }
-        do {
-            try temp.place(descriptor: descriptor, syncFolder: syncFolder)
-        } catch {
-            return .failed(.disk(String(describing: error)), status: status)
-        }
-        return .placed(bytes: written, status: status)
+        return .verified(VerifiedFile(temp: temp, descriptor: descriptor, bytes: written, status: status))
     }
 
     private static func hashPrefix(of path: String, length: Int64, into hasher: inout SHA256) throws {

@@ -88,12 +88,18 @@ public struct TempFile: Sendable {
     /// treats the rename as durable (this lets it sync a folder once for many files).
     public func place(descriptor fd: Int32, syncFolder: Bool = true) throws {
         guard fsync(fd) == 0 else { throw TransferIOError.errno("cannot flush \(path) to disk") }
+        try moveIntoPlace()
+        if syncFolder { Self.syncFolder(of: destination) }
+    }
+
+    /// Renames the temp file over the destination, refusing a destination that is a folder.
+    /// The caller must have made the file's bytes durable first (see `place`, `VerifiedFile`).
+    func moveIntoPlace() throws {
         var info = stat()
         if lstat(destination, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
             throw TransferIOError("destination \(destination) is a folder; remove it or choose another out= name")
         }
         guard rename(path, destination) == 0 else { throw TransferIOError.errno("cannot move the download to \(destination)") }
-        if syncFolder { Self.syncFolder(of: destination) }
     }
 
     /// Makes renames in the folder holding `path` durable.
