@@ -27,12 +27,16 @@ public struct Job: Sendable, Equatable {
     public var redactedURL: String { HTTPURL.redact(url) }
 
     /// The SELECT that `init(row:)` reads; append a WHERE clause on `j` (jobs) or `h` (hosts).
-    static let select = """
-        SELECT j.id, j.url, h.host, j.destination, j.state, j.attempts, j.max_attempts, j.next_attempt_at, \
-        j.lease_token, j.lease_owner, j.lease_expires_at, j.last_status, j.last_error, j.expected_bytes, \
-        j.received_bytes, j.etag, j.last_modified, j.sha256, j.created_at, j.updated_at, j.finished_at
-        FROM jobs j JOIN hosts h ON h.id = j.host_id
-        """
+    static let select = "SELECT \(columns(table: "j.", host: "h.host")) FROM jobs j JOIN hosts h ON h.id = j.host_id"
+
+    /// The column list `init(row:)` reads, with `host` as the expression for the host's name
+    /// (e.g. a parameter in a RETURNING clause, where no join is possible).
+    static func columns(table: String = "", host: String) -> String {
+        let t = table
+        return "\(t)id, \(t)url, \(host), \(t)destination, \(t)state, \(t)attempts, \(t)max_attempts, \(t)next_attempt_at, "
+            + "\(t)lease_token, \(t)lease_owner, \(t)lease_expires_at, \(t)last_status, \(t)last_error, \(t)expected_bytes, "
+            + "\(t)received_bytes, \(t)etag, \(t)last_modified, \(t)sha256, \(t)created_at, \(t)updated_at, \(t)finished_at"
+    }
 
     init(row: Row) {
         id = row.int(0)

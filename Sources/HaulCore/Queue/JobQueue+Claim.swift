@@ -53,19 +53,22 @@ extension JobQueue {
                     }
                 }
             }
-            let hosts = try database.rows(
-                "SELECT id FROM hosts WHERE queued > 0 AND paused_until <= ? ORDER BY last_claim", [now]) { $0.int(0) }
+            let hostRows = try database.rows(
+                "SELECT id, host FROM hosts WHERE queued > 0 AND paused_until <= ? ORDER BY last_claim", [now]) { ($0.int(0), $0.string(1)) }
+            let hosts = hostRows.map(\.0)
+            let hostNames = Dictionary(hostRows, uniquingKeysWith: { first, _ in first })
             let pick = try database.statement("""
                 SELECT id FROM jobs WHERE host_id = ? AND state = 'queued' AND next_attempt_at <= ?
                 ORDER BY next_attempt_at, id LIMIT ?
                 """)
+            // Takes the job and returns it as `Job.init(row:)` reads it (?7: its host's name).
             let take = try database.statement("""
                 UPDATE jobs SET state = 'running', attempts = attempts + 1,
-                    max_attempts = coalesce(?, max_attempts),
-                    lease_token = ?, lease_owner = ?, lease_expires_at = ?, updated_at = ?
-                WHERE id = ? AND state = 'queued'
+                    max_attempts = coalesce(?1, max_attempts),
+                    lease_token = ?2, lease_owner = ?3, lease_expires_at = ?4, updated_at = ?5
+                WHERE id = ?6 AND state = 'queued'
+                RETURNING \(Job.columns(host: "?7"))
                 """)
-            let fetch = try database.statement("\(Job.select) WHERE j.id = ?")
             let record = try database.statement(
                 "INSERT INTO attempts (job_id, number, lease_token, started_at) VALUES (?, ?, ?, ?)")
             let touchHost = try database.statement("UPDATE hosts SET last_claim = ? WHERE id = ?")
@@ -75,6 +78,7 @@ extension JobQueue {
             // Round-robin: one job per host per pass, so the batch itself is spread fairly.
             var open = hosts.map { ($0, request.perHostCap - running[$0, default: 0]) }.filter { $0.1 > 0 }
             var candidates: [Int: [Int]] = [:]
+            var lastClaim: [Int: Int] = [:]
             while leases.count < request.limit && !open.isEmpty {
                 var stillOpen: [(Int, Int)] = []
                 for (host, room) in open where leases.count < request.limit {
@@ -85,16 +89,17 @@ extension JobQueue {
                     candidates[host]?.removeFirst()
                     let token = Self.newToken()
                     let expires = now + request.leaseMilliseconds
-                    try take.run([request.maxAttempts, token, request.owner, expires, now, id])
-                    guard database.changes == 1, let job = try fetch.firstRow([id], Job.init) else { continue }
+                    guard let job = try take.firstRow([request.maxAttempts, token, request.owner, expires, now, id,
+                                                       hostNames[host] ?? ""], Job.init) else { continue }
                     try record.run([id, job.attempts, token, now])
                     sequence += 1
-                    try touchHost.run([sequence, host])
+                    lastClaim[host] = sequence
                     leases.append(Lease(job: job, token: token))
                     if room > 1, candidates[host]?.isEmpty == false { stillOpen.append((host, room - 1)) }
                 }
                 open = stillOpen
             }
+            for (host, claim) in lastClaim { try touchHost.run([claim, host]) }
             return leases
         }
     }
