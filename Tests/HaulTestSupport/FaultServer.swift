@@ -574,6 +574,15 @@ final class Core: Sendable {
 
     // MARK: Writing
 
+    /// Sends all but the last byte, calls `beforeLastByte`, then sends the last byte: the client
+    /// cannot see the response complete before the call.
+    private func sendAll(_ fd: Int32, _ bytes: [UInt8], callingBeforeLastByte beforeLastByte: () -> Void) -> Bool {
+        guard let last = bytes.last else { beforeLastByte(); return true }
+        guard sendAll(fd, Array(bytes.dropLast())) else { return false }
+        beforeLastByte()
+        return sendAll(fd, [last])
+    }
+
     private func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         bytes.withUnsafeBytes { sendAll(fd, $0) }
     }
@@ -663,8 +672,11 @@ final class Core: Sendable {
             && (r.declaredContentLength == nil || r.declaredContentLength == r.body.count)
             && !(r.omitsChunkedTerminator && framing != .contentLength)
         let headIsLast = !sendsBody || (framing == .contentLength && r.body.isEmpty)
-        if completes, headIsLast, r.extraBytes.isEmpty, r.stallAfterHeaders == nil { beforeLastByte() }
-        guard sendAll(fd, Array(head.utf8)) else { return .close }
+        if completes, headIsLast, r.extraBytes.isEmpty, r.stallAfterHeaders == nil {
+            guard sendAll(fd, Array(head.utf8), callingBeforeLastByte: beforeLastByte) else { return .close }
+        } else {
+            guard sendAll(fd, Array(head.utf8)) else { return .close }
+        }
 
         if let stall = r.stallAfterHeaders, pause(stall, fd: fd) != .elapsed { return .close }
         if sendsBody {
@@ -672,8 +684,7 @@ final class Core: Sendable {
             guard writeBody(r, framing: framing, fd: fd, beforeLastByte: { if bodyEnds { beforeLastByte() } }) else { return .close }
         }
         if !r.extraBytes.isEmpty {
-            if completes { beforeLastByte() }
-            guard sendAll(fd, Array(r.extraBytes)) else { return .close }
+            guard sendAll(fd, Array(r.extraBytes), callingBeforeLastByte: completes ? beforeLastByte : {}) else { return .close }
         }
         switch r.ending {
         case .normal: return closeAfter ? .close : .keepAlive
@@ -735,14 +746,16 @@ final class Core: Sendable {
             if chunked { out.append(contentsOf: Array((String(segment.count, radix: 16) + "\r\n").utf8)) }
             out.append(contentsOf: segment.prefix(allowed))
             if chunked, allowed == segment.count { out.append(contentsOf: [13, 10]) }
-            if !chunked, !r.endless, offset == payload.count { beforeLastByte() }
-            guard sendAll(fd, out) else { return false }
+            if !chunked, !r.endless, offset == payload.count {
+                guard sendAll(fd, out, callingBeforeLastByte: beforeLastByte) else { return false }
+            } else {
+                guard sendAll(fd, out) else { return false }
+            }
             sent += allowed
             if allowed < segment.count { return true }  // cut mid-segment
         }
         if chunked, !r.omitsChunkedTerminator {
-            beforeLastByte()
-            guard sendAll(fd, Array("0\r\n\r\n".utf8)) else { return false }
+            guard sendAll(fd, Array("0\r\n\r\n".utf8), callingBeforeLastByte: beforeLastByte) else { return false }
         }
         return true
     }

@@ -6,4 +6,10 @@
 /// and waits for it. Returns 0, or -1 with errno set (errors are reported since Linux 5.8).
 int haul_syncfs(int fd);
 
+/// Waits until the file's dirty pages are written and reports a write-back error seen on this
+/// file since it was opened (sync_file_range(2) with WAIT_BEFORE | WRITE | WAIT_AFTER). It
+/// does not flush metadata or the device's cache: call it after `haul_syncfs` to learn whether
+/// this file's own bytes made it.
+int haul_wait_for_writeback(int fd);
+
 #endif

@@ -75,7 +75,13 @@ public actor DownloadEngine {
         try await reclaimDeadOwners()
         try await removeOrphanedTempFiles()
         let background = Task { await self.maintain() }
-        defer { background.cancel() }
+        defer {
+            background.cancel()
+            // Only when run() throws is anything left here: the transfers stop, and verified
+            // files stay in their temp files (closed, unlocked) for a later run to resume.
+            for job in active.values { job.task?.cancel() }
+            for item in pendingCompletions { item.file?.close() }
+        }
 
         while !stopping.load(ordering: .sequentiallyConsistent) {
             // Claim ahead in batches (one transaction for many jobs): keep up to two rounds of
@@ -194,11 +200,13 @@ public actor DownloadEngine {
             Self.fileQueue.async { continuation.resume(returning: Self.place(pending)) }
         }
         for (item, reason) in failures {
-            guard let file = item.file else { continue }
             let failure = DownloadAttempt.Failure.disk(reason)
             do {
                 try await apply(policy.decide(failure, attempt: item.lease.job.attempts), failure: failure, status: item.status,
-                                lease: item.lease, temp: file.temp, snapshot: nil)
+                                lease: item.lease, temp: TempFile(destination: item.lease.job.destination, jobID: item.lease.jobID),
+                                snapshot: nil)
+            } catch is StaleLeaseError {
+                emit(.warning("job \(item.lease.jobID): lease lost (cancelled, or taken back after expiry); its result was discarded"))
             } catch {
                 emit(.warning("job \(item.lease.jobID): cannot record the outcome in the database: \(error)"))
             }
@@ -211,31 +219,43 @@ public actor DownloadEngine {
 
     /// The blocking part of `prepare`, run on `fileQueue`.
     private static func place(_ pending: [PendingCompletion]) -> (placed: [PendingCompletion], failed: [(PendingCompletion, String)]) {
-        var placed: [PendingCompletion] = []
+        var renamed: [PendingCompletion] = []
         var failed: [(PendingCompletion, String)] = []
-        var folders = Set<String>()
-        let files = pending.compactMap(\.file)
-        var durable: (any Error)?
-        do { try VerifiedFile.makeDurable(files) } catch { durable = error }
+        let fresh = pending.filter { $0.file != nil }
+        let durability = VerifiedFile.makeDurable(fresh.compactMap(\.file))
+        var problems: [Int: String] = [:]  // job id → why its bytes may not be on disk
+        for (item, problem) in zip(fresh, durability) { if let problem { problems[item.lease.jobID] = problem.message } }
         for var item in pending {
             guard let file = item.file else {
-                placed.append(item)  // placed by an earlier flush whose record failed
-                folders.insert(item.lease.job.destination.parentFolder)
+                renamed.append(item)  // placed by an earlier flush whose record failed
+                continue
+            }
+            defer { file.close() }
+            if let problem = problems[item.lease.jobID] {
+                failed.append((item, problem))
                 continue
             }
             do {
-                if let durable { throw durable }
                 try file.place()
-                file.close()
                 item.file = nil
-                placed.append(item)
-                folders.insert(item.lease.job.destination.parentFolder)
+                renamed.append(item)
             } catch {
-                file.close()
                 failed.append((item, String(describing: error)))
             }
         }
-        for folder in folders { TempFile.syncFolder(of: folder + "/x") }
+        // The renames become durable with their folders; a folder that cannot be flushed leaves
+        // its jobs unfinished (their files are whole, so a later attempt replaces them safely).
+        var folderSynced: [String: Bool] = [:]
+        var placed: [PendingCompletion] = []
+        for item in renamed {
+            let folder = item.lease.job.destination.parentFolder
+            if folderSynced[folder] == nil { folderSynced[folder] = TempFile.syncFolder(of: item.lease.job.destination) }
+            if folderSynced[folder] == true {
+                placed.append(item)
+            } else {
+                failed.append((item, "cannot flush folder \(folder) to disk: \(String(cString: strerror(errno)))"))
+            }
+        }
         return (placed, failed)
     }
 
@@ -454,6 +474,7 @@ public actor DownloadEngine {
     private func renewLeases() async throws {
         let held = active.values.filter { !$0.superseded }.map { (jobID: $0.lease.jobID, token: $0.lease.token) }
             + ready.map { (jobID: $0.jobID, token: $0.token) }
+            + pendingCompletions.map { (jobID: $0.lease.jobID, token: $0.lease.token) }
         let milliseconds = Int(options.leaseDuration * 1000)
         let lost = Set(try await service.perform { try $0.renew(held, leaseMilliseconds: milliseconds) })
         let lostTokens = Set(held.filter { lost.contains($0.jobID) }.map(\.token))

@@ -54,8 +54,9 @@ public struct TempFile: Sendable {
     /// the file, measured once the lock is held, so no other writer can still be growing it.
     public func open() throws -> (descriptor: Int32, length: Int64) {
         var fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o666)
+        let openError = errno
         let folder = path.parentFolder
-        if fd < 0, errno == ENOENT, !folder.isEmpty {
+        if fd < 0, openError == ENOENT, !folder.isEmpty {
             // The folder does not exist yet (checked only now: most folders already exist).
             do {
                 try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -102,14 +103,15 @@ public struct TempFile: Sendable {
         guard rename(path, destination) == 0 else { throw TransferIOError.errno("cannot move the download to \(destination)") }
     }
 
-    /// Makes renames in the folder holding `path` durable.
-    public static func syncFolder(of path: String) {
+    /// Makes renames in the folder holding `path` durable. Returns false when the folder could
+    /// not be opened or flushed.
+    @discardableResult
+    public static func syncFolder(of path: String) -> Bool {
         let folder = path.parentFolder
         let dirFD = Glibc.open(folder.isEmpty ? "." : folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dirFD >= 0 {
-            _ = fsync(dirFD)
-            close(dirFD)
-        }
+        guard dirFD >= 0 else { return false }
+        defer { close(dirFD) }
+        return fsync(dirFD) == 0
     }
 }
 

@@ -6,7 +6,7 @@ import Foundation
 ///
 /// Placing many small files one fsync at a time costs more than the downloads themselves, so
 /// a batch is placed in three steps, in this order: `makeDurable` (one syncfs per file system
-/// for the whole batch), then `place()` for each file (the rename), then
+/// for the whole batch), then `place()` for each file whose bytes made it (the rename), then
 /// `TempFile.syncFolder(of:)` for each folder (the renames made durable). A file therefore never
 /// reaches its destination before its bytes are on disk.
 public struct VerifiedFile: Sendable {
@@ -15,19 +15,28 @@ public struct VerifiedFile: Sendable {
     public let bytes: Int64
     public let status: Int
 
-    /// Writes the bytes of every file in `files` to disk: one syncfs(2) per file system they
-    /// lie on. Throws when the system reports a write error.
-    public static func makeDurable(_ files: [VerifiedFile]) throws {
-        var synced = Set<UInt64>()
+    /// Writes the bytes of every file in `files` to disk and returns, for each file (same
+    /// order), nil or why its bytes may not be on disk. One syncfs(2) per file system writes
+    /// the whole batch; each file's own write-back errors are then read through its descriptor
+    /// (syncfs alone reports only errors of the file system as a whole). Where syncfs fails,
+    /// each file falls back to fsync(2), so one bad file does not fail the others.
+    public static func makeDurable(_ files: [VerifiedFile]) -> [TransferIOError?] {
+        var devices: [UInt64?] = []
         for file in files {
             var info = stat()
-            guard fstat(file.descriptor, &info) == 0 else {
-                throw TransferIOError.errno("cannot examine \(file.temp.path)")
-            }
-            guard synced.insert(UInt64(info.st_dev)).inserted else { continue }
-            guard haul_syncfs(file.descriptor) == 0 else {
-                throw TransferIOError.errno("cannot flush the downloads in \(file.temp.path.parentFolder) to disk")
-            }
+            devices.append(fstat(file.descriptor, &info) == 0 ? UInt64(info.st_dev) : nil)
+        }
+        var syncedDevices: [UInt64: Bool] = [:]
+        for (file, device) in zip(files, devices) {
+            guard let device, syncedDevices[device] == nil else { continue }
+            syncedDevices[device] = haul_syncfs(file.descriptor) == 0
+        }
+        return zip(files, devices).map { file, device -> TransferIOError? in
+            guard let device else { return TransferIOError.errno("cannot examine \(file.temp.path)") }
+            let written = syncedDevices[device] == true
+                ? haul_wait_for_writeback(file.descriptor) == 0
+                : fsync(file.descriptor) == 0
+            return written ? nil : TransferIOError.errno("cannot flush \(file.temp.path) to disk")
         }
     }
 
