@@ -149,8 +149,8 @@ public actor DownloadEngine {
         var file: VerifiedFile?
     }
 
-    static let completionBatch = 64
-    static let completionDelay = Duration.milliseconds(25)
+    static let completionBatch = 128
+    static let completionDelay = Duration.milliseconds(100)
 
     /// Records the pending completions (see `flushCompletions`) and claims more jobs, in one
     /// transaction.
