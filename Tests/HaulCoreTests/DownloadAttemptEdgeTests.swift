@@ -350,6 +350,33 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         XCTAssertFalse(exists(partial.destination))
     }
 
+    /// A small error page is read to its end and dropped, so the request ends cleanly at the
+    /// server and the next request reuses the connection; a large one is cut off at its head.
+    func testSmallErrorPagesAreDrainedAndLargeOnesCut() async throws {
+        // 48 KiB, paced: the head arrives well before the end of the body.
+        let page = String(repeating: "no such file\n", count: 48 * 1024 / 13)
+        server.route("/missing", FaultServer.Response.text(page, status: 404).slowBody(bytesPerChunk: 8 * 1024, delay: 0.02))
+        server.route("/file", FaultServer.Response(status: 200, headers: [:], body: Self.data))
+        let big = Data(repeating: 0x41, count: 4 << 20)
+        server.route("/big-error", FaultServer.Response(status: 503, headers: [:], body: big)
+            .slowBody(bytesPerChunk: 64 * 1024, delay: 0.05))
+
+        let missing = try await download("/missing", into: try tempFile("missing"))
+        guard case .http(404, _)? = missing.failure else { return XCTFail("\(missing.result)") }
+        XCTAssertTrue(server.waitUntilIdle(timeout: 5), "the 404 ended at the server")
+        let file = try await download("/file", into: try tempFile("file"))
+        XCTAssertEqual(file.result, .placed(bytes: 1000, status: 200))
+        let requests = server.allRequests
+        XCTAssertEqual(requests.map(\.path), ["/missing", "/file"])
+        XCTAssertEqual(requests[0].connectionID, requests[1].connectionID, "the connection survived the 404")
+
+        let started = ContinuousClock.now
+        let cut = try await download("/big-error", into: try tempFile("big-error"))
+        guard case .http(503, _)? = cut.failure else { return XCTFail("\(cut.result)") }
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(2), "a 4 MiB error body (about 3 s) is not read")
+        XCTAssertFalse(exists(folder.file("big-error")))
+    }
+
     // MARK: - Redirects
 
     /// Redirects the transport refuses (including through 308, which haul follows itself): a

@@ -140,7 +140,13 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         var trail: RedirectTrail
         /// Set when a 308 is to be followed by a new task.
         var permanentRedirect: URL?
+        /// A small unwanted body (an error page) being read to its end and dropped, so the request
+        /// ends cleanly at the server and the connection stays open for the next one.
+        var draining = false
     }
+
+    /// Unwanted bodies up to this size are read and dropped rather than cut off (see `draining`).
+    static let drainLimit: Int64 = 64 * 1024
 
     private let entries = Mutex<[Int: Entry]>([:])
 
@@ -176,7 +182,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         let now = ContinuousClock.now
         var expired: [(Int, FetchFailure)] = []
         entries.withLock { table in
-            for (id, entry) in table where entry.failure == nil {
+            for (id, entry) in table where entry.failure == nil || entry.draining {
                 if let total = entry.request.totalTimeout, now - entry.started > .seconds(total) {
                     expired.append((id, .timedOut(total)))
                 } else if now - entry.lastActivity > .seconds(entry.request.stallTimeout) {
@@ -184,7 +190,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
                 }
             }
         }
-        for (id, failure) in expired { stop(id, failure) }
+        for (id, failure) in expired { stop(id, failure) }  // a draining task keeps its failure
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
@@ -263,18 +269,26 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         case .accept:
             completionHandler(.allow)
         case .reject(let reason):
-            stop(id, .rejected(reason))
-            completionHandler(.cancel)
+            if let length = head.contentLength, length <= Self.drainLimit {
+                // Read the small body to its end instead of cutting the connection: the server
+                // then sees the request finish before haul sends another one.
+                stop(id, .rejected(reason), cancel: false)
+                entries.withLock { _ = $0[id]?.draining = true }
+                completionHandler(.allow)
+            } else {
+                stop(id, .rejected(reason))
+                completionHandler(.cancel)
+            }
         }
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         let id = dataTask.taskIdentifier
         let sink: BodySink? = entries.withLock { table in
-            guard var entry = table[id], entry.failure == nil else { return nil }
+            guard var entry = table[id], entry.failure == nil || entry.draining else { return nil }
             entry.lastActivity = .now
             table[id] = entry
-            return entry.sink
+            return entry.draining ? nil : entry.sink
         }
         guard let sink else { return }
         do {
