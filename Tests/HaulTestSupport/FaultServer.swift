@@ -269,6 +269,8 @@ struct ServerState: Sendable {
     var requests: [FaultServer.Request] = []
     var inFlight = 0
     var maxConcurrent = 0
+    /// The connections with a request in flight (connection id → descriptor).
+    var inFlightConnections: [Int: Int32] = [:]
     var connectionsAccepted = 0
     var openConnections = 0
     var nextConnectionID = 0
@@ -454,16 +456,16 @@ final class Core: Sendable {
                 connectionID: connectionID, indexOnConnection: index)
             keepAlive = keepAlive && request.wantsKeepAlive
 
-            let handler = begin(request)
+            let handler = begin(request, fd: fd)
             let response = handler(request)
             // The request stops counting as in flight just before its last byte is sent: a
             // client that has the whole response may start its next request at once, and must
             // not be counted twice because this thread had not yet run its bookkeeping.
             var ended = false
             action = write(response, for: request, fd: fd, keepAlive: keepAlive) {
-                if !ended { ended = true; end() }
+                if !ended { ended = true; end(connectionID) }
             }
-            if !ended { end() }
+            if !ended { end(connectionID) }
             index += 1
             if action != .keepAlive { break loop }
         }
@@ -483,12 +485,24 @@ final class Core: Sendable {
     }
 
     /// Records the request, counts it in flight, and picks its handler (advancing the route's sequence).
-    private func begin(_ request: Request) -> FaultServer.Handler {
+    ///
+    /// A request whose client has hung up (it cut the connection, e.g. after refusing the head)
+    /// is over for the client even if this server's thread has not noticed yet: such requests
+    /// stop counting now, before the new one is counted.
+    private func begin(_ request: Request, fd: Int32) -> FaultServer.Handler {
+        let abandoned = state.update { s -> Int in
+            let gone = s.inFlightConnections.filter { Self.peerHungUp($0.value) }.map(\.key)
+            for id in gone { s.inFlightConnections[id] = nil }
+            s.inFlight -= gone.count
+            return gone.count
+        }
+        for _ in 0..<abandoned { tracker?.end(host: hostKey) }
         // Tracker first: once the request is observable through the server (waitForRequests), the
-        // shared tracker already counts it. `end()` mirrors the order.
+        // shared tracker already counts it.
         tracker?.begin(host: hostKey)
         return state.update { s -> FaultServer.Handler in
             s.requests.append(request)
+            s.inFlightConnections[request.connectionID] = fd
             s.inFlight += 1
             s.maxConcurrent = max(s.maxConcurrent, s.inFlight)
             let key = s.routes[request.target] != nil ? request.target : request.path
@@ -502,9 +516,21 @@ final class Core: Sendable {
         }
     }
 
-    private func end() {
-        tracker?.end(host: hostKey)
-        state.update { $0.inFlight -= 1 }
+    /// Ends the connection's request, unless `begin` already ended it as abandoned.
+    private func end(_ connectionID: Int) {
+        let counted = state.update { s -> Bool in
+            guard s.inFlightConnections.removeValue(forKey: connectionID) != nil else { return false }
+            s.inFlight -= 1
+            return true
+        }
+        if counted { tracker?.end(host: hostKey) }
+    }
+
+    /// Whether the client closed (or reset) its side of the connection.
+    static func peerHungUp(_ fd: Int32) -> Bool {
+        var entry = pollfd(fd: fd, events: pollRDHUP, revents: 0)
+        guard poll(&entry, 1, 0) > 0 else { return false }
+        return entry.revents & (pollRDHUP | Int16(POLLHUP | POLLERR)) != 0
     }
 
     // MARK: Reading
