@@ -65,6 +65,26 @@ final class DestinationResolverTests: XCTestCase {
         }
     }
 
+    /// A segment taken as it is, without `safeFileName`, is one that `safeFileName` would return
+    /// unchanged.
+    func testPlainFileNamesAreExactlyThoseSafeFileNameKeeps() {
+        var random = SeededGenerator(seed: 11)
+        let pieces: [[UInt8]] = [[0x61], [0x2E], [0x25], [0x2F], [0x5C], [0x20], [0x1F], [0x7F], [0x7E], [0x21], [0xC3, 0xA9],
+                                 Array(".haul-".utf8), Array("%41".utf8), Array(String(repeating: "n", count: 120).utf8)]
+        var plain = 0
+        for _ in 0..<5000 {
+            let segment = (0..<Int.random(in: 0...4, using: &random)).flatMap { _ in pieces.randomElement(using: &random)! }
+            let isPlain = segment.withUnsafeBufferPointer { DestinationResolver.isPlainFileName($0[...]) }
+            guard isPlain else { continue }
+            plain += 1
+            XCTAssertEqual(DestinationResolver.safeFileName(fromEncoded: segment), String(decoding: segment, as: UTF8.self),
+                           "\(segment)")
+        }
+        XCTAssertGreaterThan(plain, 500)
+        XCTAssertEqual(try defaultName("https://e.org/d/" + String(repeating: "n", count: 255)), String(repeating: "n", count: 255))
+        XCTAssertEqual(try defaultName("https://e.org/d/" + String(repeating: "n", count: 256) + ".bin").utf8.count, 255)
+    }
+
     // MARK: - out=
 
     private func rejectionForOut(_ out: String) -> DestinationResolver.Rejection? {

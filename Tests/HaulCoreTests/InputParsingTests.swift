@@ -21,6 +21,14 @@ final class InputParsingTests: XCTestCase {
         XCTAssertNil(spaced.sha256)
     }
 
+    func testHostIsTheHostKeyWithoutItsPort() throws {
+        XCTAssertEqual(try HTTPURL("https://User@EXAMPLE.org.:8443/x").host, "example.org")
+        XCTAssertEqual(try HTTPURL("https://User@EXAMPLE.org.:8443/x").hostKey, "example.org:8443")
+        XCTAssertEqual(try HTTPURL("HTTP://[::1]/x").host, "[::1]")
+        XCTAssertEqual(try HTTPURL("HTTP://[::1]/x").hostKey, "[::1]:80")
+        XCTAssertEqual(try HTTPURL("hTtPs://a/").scheme, "https")
+    }
+
     func testBlankAndCommentLinesAreSkipped() throws {
         for text in ["", "   ", "\t", "# comment", "   # indented comment", "#http://example.org/x"] {
             XCTAssertNil(try InputLine.parse(Array(text.utf8), resolver: resolver), "'\(text)'")

@@ -113,4 +113,75 @@ final class QueueAddTests: XCTestCase {
         XCTAssertEqual(try queue.status().counts[.queued], 30_000)
         try assertCountersConsistent(queue.database)
     }
+
+    /// A batch of several statements over several hosts: every outcome belongs to its line, ids
+    /// follow line order, and the first line with a destination gets it.
+    func testOutcomesAndIdsFollowTheLines() throws {
+        let (queue, directory) = try makeQueue()
+        var texts: [String] = []
+        for number in 0..<700 { texts.append("https://h\(number % 3).example/f/\(number).bin") }
+        texts.insert("https://h2.example/contested", at: 5)
+        texts.insert("https://h0.example/other out=contested", at: 9)
+        texts.insert("https://h0.example/f/3.bin", at: 300)  // repeats a line of the same batch
+        let outcomes = try add(texts, to: queue, in: directory.path)
+        XCTAssertEqual(outcomes.count, texts.count)
+        let jobs = Dictionary(uniqueKeysWithValues: try queue.database.rows("SELECT id, url FROM jobs") { ($0.int(0), $0.string(1)) })
+        var addedIDs: [Int] = []
+        for (text, outcome) in zip(texts, outcomes) {
+            switch outcome {
+            case .added(let id):
+                XCTAssertEqual(jobs[id], text, "the job added for '\(text)'")
+                addedIDs.append(id)
+            case .alreadyQueued(let id):
+                XCTAssertEqual(text, "https://h0.example/f/3.bin")
+                XCTAssertEqual(jobs[id], text)
+            case .rejected(let reason):
+                XCTAssertEqual(text, "https://h0.example/other out=contested")
+                guard case .destinationTaken(let id, let url) = reason else { return XCTFail("\(reason)") }
+                XCTAssertEqual(url, "https://h2.example/contested")
+                XCTAssertEqual(jobs[id], url)
+            }
+        }
+        XCTAssertEqual(jobs.count, texts.count - 2)
+        XCTAssertEqual(addedIDs, Array(1...addedIDs.count), "ids in line order")
+
+        // Again, with new lines among them: statements where some rows are new and some not.
+        var again = texts
+        for number in 700..<1000 { again.insert("https://h\(number % 3).example/f/\(number).bin", at: number - 650) }
+        let second = try add(again, to: queue, in: directory.path)
+        let added = Dictionary(uniqueKeysWithValues: try queue.database.rows("SELECT id, url FROM jobs") { ($0.int(0), $0.string(1)) })
+        for (text, outcome) in zip(again, second) {
+            switch outcome {
+            case .added(let id):
+                XCTAssertNil(jobs[id], "'\(text)' was added before")
+                XCTAssertEqual(added[id], text)
+            case .alreadyQueued(let id): XCTAssertEqual(added[id], text)
+            case .rejected: XCTAssertEqual(text, "https://h0.example/other out=contested")
+            }
+        }
+        let secondIDs = second.compactMap { if case .added(let id) = $0 { return id } else { return nil } }
+        XCTAssertEqual(secondIDs, Array((jobs.count + 1)...(jobs.count + 300)), "ids in line order, after the first batch's")
+        XCTAssertEqual(try queue.status().counts[.queued], texts.count - 2 + 300)
+        try assertCountersConsistent(queue.database)
+    }
+
+    /// The add turns CHECK constraints off for its inserts only.
+    func testCheckConstraintsStillHoldAfterAnAdd() throws {
+        let (queue, directory) = try makeQueue()
+        try add(["https://e.org/a", "https://e.org/b"], to: queue, in: directory.path)
+        XCTAssertThrowsError(try queue.database.run("UPDATE jobs SET state = 'lost'")) { error in
+            XCTAssertTrue(String(describing: error).contains("CHECK"), "\(error)")
+        }
+        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM jobs WHERE state = 'queued'"), 2)
+    }
+
+    func testJobIDsFollowTheLargestIdAndRefuseAGap() throws {
+        var ids = JobIDs(after: 10)
+        XCTAssertEqual(try ids.take(0, lastInserted: 10, sql: ""), 10..<10)
+        XCTAssertEqual(try ids.take(3, lastInserted: 13, sql: ""), 11..<14)
+        XCTAssertEqual(ids.last, 13)
+        XCTAssertThrowsError(try ids.take(2, lastInserted: 99, sql: ""))
+        var full = JobIDs(after: Int.max - 1)
+        XCTAssertThrowsError(try full.take(1, lastInserted: Int.max, sql: ""), "no id after the last one")
+    }
 }

@@ -45,12 +45,41 @@ public struct DestinationResolver: Sendable {
     /// The destination for `url` when the line gives no `out=`: its last path segment,
     /// percent-decoded and made safe, or `index.html` when there is none.
     public func defaultDestination(for url: HTTPURL) throws(Rejection) -> String {
-        let path = url.path.utf8
-        let segment = path.lastIndex(of: UInt8(ascii: "/")).map { path[path.index(after: $0)...] } ?? path[...]
-        let name = Self.safeFileName(fromEncoded: Array(segment))
-        let destination = directory == "/" ? "/" + name : directory + "/" + name
+        var path = url.path
+        let destination = path.withUTF8 { path in
+            let segment = path.lastIndex(of: Self.slash).map { path[($0 + 1)...] } ?? path[...]
+            if Self.isPlainFileName(segment) { return joined(UnsafeBufferPointer(rebasing: segment)) }
+            var name = Self.safeFileName(fromEncoded: Array(segment))
+            return name.withUTF8 { joined($0) }
+        }
         guard destination.utf8.count <= 4095 else { throw .pathTooLong(destination.utf8.count) }
         return destination  // directly inside the folder: no link on the way to check
+    }
+
+    /// `directory/name`, in one allocation.
+    private func joined(_ name: UnsafeBufferPointer<UInt8>) -> String {
+        let folder = directory == "/" ? "" : directory
+        let count = folder.utf8.count + 1 + name.count
+        return String(unsafeUninitializedCapacity: count) { (buffer: UnsafeMutableBufferPointer<UInt8>) -> Int in
+            var end = buffer.initialize(fromContentsOf: folder.utf8)
+            buffer[end] = Self.slash
+            end += 1
+            _ = UnsafeMutableBufferPointer(rebasing: buffer[end...]).initialize(fromContentsOf: name)
+            return count
+        }
+    }
+
+    /// Whether `safeFileName(fromEncoded:)` would return `segment` unchanged: 1 to 255 printable
+    /// ASCII bytes with nothing to decode or replace (no `%`, `/` or `\`), not `.` or `..`, and
+    /// not a temp-file name.
+    static func isPlainFileName(_ segment: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+        guard !segment.isEmpty, segment.count <= 255 else { return false }
+        for byte in segment where byte <= 0x20 || byte >= 0x7F
+            || byte == UInt8(ascii: "%") || byte == slash || byte == UInt8(ascii: "\\") {
+            return false
+        }
+        if segment.elementsEqual(dot) || segment.elementsEqual(dotDot) { return false }
+        return !segment.starts(with: tempPrefix.utf8)
     }
 
     /// The destination for an `out=` path given by the user.

@@ -6,7 +6,6 @@
 public struct HTTPURL: Sendable, Equatable {
     public let string: String
     public let scheme: String
-    public let host: String
     public let port: Int
     /// The path, still percent-encoded, without query or fragment ("" when absent).
     public let path: String
@@ -15,6 +14,12 @@ public struct HTTPURL: Sendable, Equatable {
 
     /// Lower-cased `host:port`: the key for per-host caps and pauses.
     public let hostKey: String
+
+    /// The lower-cased host (in brackets for IPv6), without a trailing dot: `hostKey` up to its
+    /// last colon.
+    public var host: String {
+        String(hostKey[..<(hostKey.lastIndex(of: ":") ?? hostKey.endIndex)])
+    }
 
     public enum ParseError: Error, Equatable, CustomStringConvertible, Sendable {
         case invalid(String)
@@ -29,25 +34,59 @@ public struct HTTPURL: Sendable, Equatable {
     }
 
     public init(_ text: String) throws(ParseError) {
-        let bytes = Array(text.utf8)
-        guard !bytes.isEmpty else { throw .invalid("empty") }
+        // Parsed in place from the string's own UTF-8 storage: no copy of the text.
+        var text = text
+        let parts = text.withUTF8 { Self.parts(of: $0) }
+        switch parts {
+        case .failure(let error): throw error
+        case .success(let parts):
+            self.string = text
+            self.scheme = parts.scheme
+            self.port = parts.port
+            self.hostKey = parts.hostKey
+            self.path = parts.path
+            if let userInfo = parts.userInfo {
+                let utf8 = text.utf8
+                let lower = utf8.index(utf8.startIndex, offsetBy: userInfo.lowerBound)
+                let upper = utf8.index(utf8.startIndex, offsetBy: userInfo.upperBound)
+                self.userInfoRange = lower..<upper
+            } else {
+                self.userInfoRange = nil
+            }
+        }
+    }
+
+    /// What `init` takes from the text; `userInfo` in UTF-8 offsets.
+    private struct Parts {
+        var scheme: String
+        var port: Int
+        var hostKey: String
+        var path: String
+        var userInfo: Range<Int>?
+    }
+
+    /// Checks and takes apart a URL's UTF-8 bytes.
+    private static func parts(of bytes: UnsafeBufferPointer<UInt8>) -> Result<Parts, ParseError> {
+        guard !bytes.isEmpty else { return .failure(.invalid("empty")) }
         for byte in bytes where byte <= 0x20 || byte == 0x7F {
-            throw .invalid("contains a space or control character")
+            return .failure(.invalid("contains a space or control character"))
         }
         // scheme ":"
         guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0,
               Self.isAlpha(bytes[0]),
               bytes[..<colon].allSatisfy({ Self.isAlpha($0) || Self.isDigit($0) || $0 == 0x2B || $0 == 0x2D || $0 == 0x2E })
-        else { throw .invalid("no scheme (expected http:// or https://)") }
-        let scheme = String(decoding: bytes[..<colon], as: UTF8.self).lowercased()
+        else { return .failure(.invalid("no scheme (expected http:// or https://)")) }
+        let scheme: String
         let defaultPort: Int
-        switch scheme {
-        case "http": defaultPort = 80
-        case "https": defaultPort = 443
-        default: throw .unsupportedScheme(scheme)
+        if equalsIgnoringASCIICase(bytes[..<colon], "http") {
+            (scheme, defaultPort) = ("http", 80)
+        } else if equalsIgnoringASCIICase(bytes[..<colon], "https") {
+            (scheme, defaultPort) = ("https", 443)
+        } else {
+            return .failure(.unsupportedScheme(String(decoding: bytes[..<colon], as: UTF8.self).lowercased()))
         }
         guard bytes.count >= colon + 3, bytes[colon + 1] == 0x2F, bytes[colon + 2] == 0x2F else {
-            throw .invalid("expected '//' after '\(scheme):'")
+            return .failure(.invalid("expected '//' after '\(scheme):'"))
         }
         let authorityStart = colon + 3
         var authorityEnd = authorityStart
@@ -60,61 +99,78 @@ public struct HTTPURL: Sendable, Equatable {
             userInfo = authorityStart..<(at + 1)
             hostStart = at + 1
         }
-        var host: String
+        var hostBytes: Slice<UnsafeBufferPointer<UInt8>>
         var portStart: Int? = nil
         if hostStart < authorityEnd, bytes[hostStart] == UInt8(ascii: "[") {
             guard let close = bytes[hostStart..<authorityEnd].firstIndex(of: UInt8(ascii: "]")) else {
-                throw .invalid("unclosed '[' in IPv6 host")
+                return .failure(.invalid("unclosed '[' in IPv6 host"))
             }
             let inner = bytes[(hostStart + 1)..<close]
             guard !inner.isEmpty, inner.allSatisfy({ Self.isHexDigit($0) || $0 == 0x3A || $0 == 0x2E }) else {
-                throw .invalid("malformed IPv6 address")
+                return .failure(.invalid("malformed IPv6 address"))
             }
-            host = String(decoding: bytes[hostStart...close], as: UTF8.self).lowercased()
+            hostBytes = bytes[hostStart...close]
             if close + 1 < authorityEnd {
-                guard bytes[close + 1] == 0x3A else { throw .invalid("unexpected text after IPv6 address") }
+                guard bytes[close + 1] == 0x3A else { return .failure(.invalid("unexpected text after IPv6 address")) }
                 portStart = close + 2
             }
         } else {
             let hostEnd = bytes[hostStart..<authorityEnd].firstIndex(of: 0x3A) ?? authorityEnd
-            let hostBytes = bytes[hostStart..<hostEnd]
-            guard !hostBytes.isEmpty else { throw .invalid("no host") }
+            hostBytes = bytes[hostStart..<hostEnd]
+            guard !hostBytes.isEmpty else { return .failure(.invalid("no host")) }
             for byte in hostBytes where !(Self.isAlpha(byte) || Self.isDigit(byte) || byte == 0x2D || byte == 0x2E || byte == 0x5F) {
-                if byte >= 0x80 { throw .invalid("non-ASCII host name (write it in its xn-- form)") }
-                throw .invalid("character '\(Character(Unicode.Scalar(byte)))' not allowed in a host name")
+                if byte >= 0x80 { return .failure(.invalid("non-ASCII host name (write it in its xn-- form)")) }
+                return .failure(.invalid("character '\(Character(Unicode.Scalar(byte)))' not allowed in a host name"))
             }
-            guard hostBytes.first != 0x2E, hostBytes.last != 0x2E || hostBytes.count > 1 else { throw .invalid("malformed host name") }
-            host = String(decoding: hostBytes, as: UTF8.self).lowercased()
+            guard hostBytes.first != 0x2E, hostBytes.last != 0x2E || hostBytes.count > 1 else {
+                return .failure(.invalid("malformed host name"))
+            }
             if hostEnd < authorityEnd { portStart = hostEnd + 1 }
         }
         var port = defaultPort
         if let portStart {
             let digits = bytes[portStart..<authorityEnd]
             if !digits.isEmpty {
-                guard digits.count <= 5, digits.allSatisfy(Self.isDigit) else { throw .invalid("malformed port") }
+                guard digits.count <= 5, digits.allSatisfy(Self.isDigit) else { return .failure(.invalid("malformed port")) }
                 let value = digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
-                guard value >= 1, value <= 65535 else { throw .invalid("port \(value) out of range 1–65535") }
+                guard value >= 1, value <= 65535 else { return .failure(.invalid("port \(value) out of range 1–65535")) }
                 port = value
             }
         }
-        if host.hasSuffix(".") && host.count > 1 { host.removeLast() }
+        if hostBytes.count > 1 && hostBytes.last == 0x2E { hostBytes = hostBytes.dropLast() }
         var pathEnd = authorityEnd
         while pathEnd < bytes.count, bytes[pathEnd] != 0x3F, bytes[pathEnd] != 0x23 { pathEnd += 1 }
-        self.string = text
-        self.scheme = scheme
-        self.host = host
-        self.port = port
-        self.hostKey = "\(host):\(port)"
-        self.path = String(decoding: bytes[authorityEnd..<pathEnd], as: UTF8.self)
-        if let userInfo {
-            let utf8 = text.utf8
-            let lower = utf8.index(utf8.startIndex, offsetBy: userInfo.lowerBound)
-            let upper = utf8.index(utf8.startIndex, offsetBy: userInfo.upperBound)
-            self.userInfoRange = lower..<upper
-        } else {
-            self.userInfoRange = nil
+        // Every host byte is ASCII (checked above, or hex digits, ':' and '.' in brackets).
+        let hostKey = lowercasedASCII(hostBytes, suffix: ":" + String(port))
+        return .success(Parts(scheme: scheme, port: port, hostKey: hostKey,
+                              path: String(decoding: bytes[authorityEnd..<pathEnd], as: UTF8.self), userInfo: userInfo))
+    }
+
+    /// Whether `bytes` spell `word` (lower-case ASCII) in any case.
+    private static func equalsIgnoringASCIICase(_ bytes: Slice<UnsafeBufferPointer<UInt8>>, _ word: StaticString) -> Bool {
+        guard bytes.count == word.utf8CodeUnitCount else { return false }
+        let letters = UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount)
+        return zip(bytes, letters).allSatisfy { lowercased($0) == $1 }
+    }
+
+    /// ASCII bytes lower-cased, then `suffix`, as one string made in one allocation.
+    private static func lowercasedASCII(_ bytes: Slice<UnsafeBufferPointer<UInt8>>, suffix: String) -> String {
+        let count = bytes.count + suffix.utf8.count
+        return String(unsafeUninitializedCapacity: count) { (buffer: UnsafeMutableBufferPointer<UInt8>) -> Int in
+            var end = 0
+            for byte in bytes {
+                buffer[end] = lowercased(byte)
+                end += 1
+            }
+            for byte in suffix.utf8 {
+                buffer[end] = byte
+                end += 1
+            }
+            return count
         }
     }
+
+    private static func lowercased(_ byte: UInt8) -> UInt8 { byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte }
 
     /// The URL with any `user:password@` replaced by `***@`, safe to print or log.
     public var redacted: String {

@@ -45,8 +45,17 @@ public struct InputLine: Sendable, Equatable {
     /// Parses one line. Returns nil for blank lines and `#` comments.
     public static func parse(_ bytes: [UInt8], resolver: DestinationResolver) throws(Rejection) -> InputLine? {
         guard !bytes.contains(0) else { throw .containsNUL }
+        // Most lines are a URL alone: no fields to split, and the text validated once is the URL.
+        if !bytes.isEmpty, !bytes.contains(where: isSeparator) {
+            guard bytes[0] != UInt8(ascii: "#") else { return nil }
+            guard let text = String(validating: bytes, as: UTF8.self) else { throw .invalidUTF8 }
+            let url: HTTPURL
+            do { url = try HTTPURL(text) } catch { throw .url(error) }
+            do { return InputLine(url: url, destination: try resolver.defaultDestination(for: url), sha256: nil) }
+            catch { throw .destination(error) }
+        }
         // Split on spaces and tabs at the byte level (both are ASCII, so UTF-8 is split safely).
-        let fields = bytes.split(whereSeparator: { $0 == 0x20 || $0 == 0x09 })
+        let fields = bytes.split(whereSeparator: isSeparator)
         guard let first = fields.first, first.first != UInt8(ascii: "#") else { return nil }
         guard String(validating: bytes, as: UTF8.self) != nil else { throw .invalidUTF8 }
         let url: HTTPURL
@@ -75,4 +84,7 @@ public struct InputLine: Sendable, Equatable {
         } catch { throw .destination(error) }
         return InputLine(url: url, destination: destination, sha256: sha256)
     }
+
+    /// Spaces and tabs separate a line's fields.
+    private static func isSeparator(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
 }

@@ -52,20 +52,43 @@ struct JobBatch: Sendable {
             hostNumbers[line.url.hostKey] = host
         }
         let offset = text.count
-        text.append(contentsOf: line.url.string.utf8)
-        let urlLength = text.count - offset
-        text.append(contentsOf: line.destination.utf8)
-        let destinationLength = text.count - offset - urlLength
-        var sha256Length = 0
-        if let sha256 = line.sha256 {
-            text.append(contentsOf: sha256.utf8)
-            sha256Length = text.count - offset - urlLength - destinationLength
-        }
+        let urlLength = append(line.url.string)
+        let destinationLength = append(line.destination)
+        let sha256Length = line.sha256.map { append($0) } ?? 0
         let key = text.withUnsafeBufferPointer {
             JobQueue.destinationKey(UnsafeBufferPointer(rebasing: $0[(offset + urlLength)..<(offset + urlLength + destinationLength)]))
         }
         entries.append(Entry(offset: offset, urlLength: Int32(urlLength), destinationLength: Int32(destinationLength),
                              sha256Length: Int32(sha256Length), host: host, key: key))
+    }
+
+    /// The entries to insert, and those to leave out, each in order.
+    ///
+    /// An entry whose key an earlier entry of the batch has is left out (`repeats`): it is judged
+    /// against the job holding its key once the others are in. So every key goes into one
+    /// INSERT at most once, and the first line with a destination gets it.
+    func partitionedByKey() -> (insert: [Int32], repeats: [Int32]) {
+        var keys = Set<Int>(minimumCapacity: entries.count)
+        var insert: [Int32] = []
+        insert.reserveCapacity(entries.count)
+        var repeats: [Int32] = []
+        for (index, entry) in entries.enumerated() {
+            if keys.insert(entry.key).inserted {
+                insert.append(Int32(index))
+            } else {
+                repeats.append(Int32(index))
+            }
+        }
+        return (insert, repeats)
+    }
+
+    /// Appends a string's UTF-8 bytes to `text`; returns their count.
+    private mutating func append(_ string: String) -> Int {
+        var string = string
+        return string.withUTF8 { bytes in
+            text.append(contentsOf: bytes)
+            return bytes.count
+        }
     }
 
     func url(_ index: Int) -> String {

@@ -32,6 +32,9 @@ extension JobQueue {
     /// (5 a row) for any SQLite build.
     static let rowsPerInsert = 128
 
+    /// The INSERT for a full chunk of `rowsPerInsert` rows, built once.
+    private static let fullInsertSQL = insertSQL(rows: rowsPerInsert)
+
     /// Adds jobs in one transaction. Idempotent: the same URL for the same destination is one
     /// job; a destination that another URL already holds is rejected with that job's id.
     /// Destinations stay unique because the check and the insert share one write transaction.
@@ -39,7 +42,8 @@ extension JobQueue {
         try add(JobBatch(lines), maxAttempts: maxAttempts)
     }
 
-    /// `add(_:maxAttempts:)` for a compact batch: one outcome per entry, in order.
+    /// `add(_:maxAttempts:)` for a compact batch: one outcome per entry, in order. New jobs get
+    /// ids in line order.
     func add(_ batch: JobBatch, maxAttempts: Int) throws -> [AddOutcome] {
         guard !batch.isEmpty else { return [] }
         let now = clock()
@@ -53,49 +57,30 @@ extension JobQueue {
             var addedPerHost = [Int](repeating: 0, count: hostIDs.count)
 
             let holder = try database.statement("SELECT id, url, destination FROM jobs WHERE destination_key = ?")
-            var outcomes: [AddOutcome] = []
-            outcomes.reserveCapacity(batch.count)
-            var inserted: [(id: Int, key: Int)] = []
-            inserted.reserveCapacity(Self.rowsPerInsert)
-            let entries = batch.entries
-            try batch.text.withUnsafeBufferPointer { text in
-                guard let base = text.baseAddress else { return }
+            var ids = JobIDs(after: try database.scalarInt("SELECT coalesce(max(id), 0) FROM jobs"))
+            // A placeholder, overwritten below: every entry gets exactly one outcome.
+            var outcomes = [AddOutcome](repeating: .added(jobID: 0), count: batch.count)
+            let (inserts, repeats) = batch.partitionedByKey()
+            // The inserts cannot break the one CHECK constraint: `state` keeps its default.
+            try database.withoutCheckConstraints {
                 var start = 0
-                while start < entries.count {
-                    let end = min(start + Self.rowsPerInsert, entries.count)
-                    let insert = try database.statement(Self.insertSQL(rows: end - start))
-                    // Every row binds its own url, host, destination, key and sha256; the values
-                    // shared by the batch are bound once, as ?1 and ?2.
-                    try insert.bind(maxAttempts, at: 1)
-                    try insert.bind(now, at: 2)
-                    for index in start..<end {
-                        let entry = entries[index]
-                        let first = Int32(3 + (index - start) * 5)
-                        let urlStart = base + entry.offset
-                        let destinationStart = urlStart + Int(entry.urlLength)
-                        try insert.bindStatic(text: urlStart, count: Int(entry.urlLength), at: first)
-                        try insert.bind(hostIDs[Int(entry.host)], at: first + 1)
-                        try insert.bindStatic(text: destinationStart, count: Int(entry.destinationLength), at: first + 2)
-                        try insert.bind(entry.key, at: first + 3)
-                        if entry.sha256Length > 0 {
-                            try insert.bindStatic(text: destinationStart + Int(entry.destinationLength),
-                                                  count: Int(entry.sha256Length), at: first + 4)
-                        } else {
-                            try insert.bindNull(at: first + 4)
-                        }
+                while start < inserts.count {
+                    let chunk = inserts[start..<min(start + Self.rowsPerInsert, inserts.count)]
+                    let insert = try insertRows(chunk, of: batch, hostIDs: hostIDs, maxAttempts: maxAttempts, now: now)
+                    let newIDs = try ids.take(database.changes, lastInserted: database.lastInsertRowID, sql: insert.sql)
+                    let allInserted = newIDs.count == chunk.count
+                    for (row, element) in chunk.enumerated() {
+                        let index = Int(element)
+                        // When every row was inserted, their ids follow the rows' order.
+                        outcomes[index] = allInserted ? .added(jobID: newIDs.lowerBound + row)
+                                                      : try outcome(of: index, in: batch, holder: holder, newIDs: newIDs)
+                        if case .added = outcomes[index] { addedPerHost[Int(batch.entries[index].host)] += 1 }
                     }
-                    inserted.removeAll(keepingCapacity: true)
-                    do {
-                        defer { insert.reset() }  // also drops the pointers into `text`
-                        while try insert.step() {
-                            let row = Row(statement: insert)
-                            inserted.append((row.int(0), row.int(1)))
-                        }
-                    }
-                    try classify(entries[start..<end], inserted: inserted, batch: batch, holder: holder,
-                                 into: &outcomes, addedPerHost: &addedPerHost)
-                    start = end
+                    start = chunk.endIndex
                 }
+            }
+            for index in repeats {
+                outcomes[Int(index)] = try outcome(of: Int(index), in: batch, holder: holder, newIDs: 0..<0)
             }
             // The counters that triggers keep for updates (see Migrations/0002_counters.sql).
             let added = addedPerHost.reduce(0, +)
@@ -112,34 +97,55 @@ extension JobQueue {
         }
     }
 
-    /// The outcomes of one multi-row INSERT's entries, given the rows it inserted.
-    ///
-    /// The rows of one statement are inserted in order, so an entry was inserted exactly when no
-    /// earlier job and no earlier entry held its key: the first entry of each returned key is the
-    /// one inserted (RETURNING's order is not promised, so rows are matched by key, not position).
-    /// Every other entry lost to the job holding its key — an earlier job, or an earlier entry of
-    /// the same batch — and is classified against that job.
-    private func classify(_ entries: ArraySlice<JobBatch.Entry>, inserted: [(id: Int, key: Int)], batch: JobBatch,
-                          holder: Statement, into outcomes: inout [AddOutcome], addedPerHost: inout [Int]) throws {
-        var insertedByKey = [Int: Int](minimumCapacity: inserted.count)
-        for row in inserted { insertedByKey[row.key] = row.id }
-        for index in entries.indices {
-            let entry = entries[index]
-            if let id = insertedByKey.removeValue(forKey: entry.key) {
-                outcomes.append(.added(jobID: id))
-                addedPerHost[Int(entry.host)] += 1
-                continue
+    /// Inserts the rows of `chunk` (indices into `batch.entries`, no key twice) with one
+    /// multi-row INSERT, which it returns, run and reset.
+    private func insertRows(_ chunk: ArraySlice<Int32>, of batch: JobBatch, hostIDs: [Int],
+                            maxAttempts: Int, now: Int) throws -> Statement {
+        let insert = try database.statement(
+            chunk.count == Self.rowsPerInsert ? Self.fullInsertSQL : Self.insertSQL(rows: chunk.count))
+        try batch.text.withUnsafeBufferPointer { text in
+            guard let base = text.baseAddress else { return }
+            defer { insert.reset() }  // also drops the pointers into `text`
+            // Every row binds its own url, host, destination, key and sha256; the values shared
+            // by the batch are bound once, as ?1 and ?2.
+            try insert.bind(maxAttempts, at: 1)
+            try insert.bind(now, at: 2)
+            var first: Int32 = 3
+            for index in chunk {
+                let entry = batch.entries[Int(index)]
+                let urlStart = base + entry.offset
+                let destinationStart = urlStart + Int(entry.urlLength)
+                try insert.bindStatic(text: urlStart, count: Int(entry.urlLength), at: first)
+                try insert.bind(hostIDs[Int(entry.host)], at: first + 1)
+                try insert.bindStatic(text: destinationStart, count: Int(entry.destinationLength), at: first + 2)
+                try insert.bind(entry.key, at: first + 3)
+                if entry.sha256Length > 0 {
+                    try insert.bindStatic(text: destinationStart + Int(entry.destinationLength),
+                                          count: Int(entry.sha256Length), at: first + 4)
+                } else {
+                    try insert.bindNull(at: first + 4)
+                }
+                first += 5
             }
-            guard let (id, url, destination) = try holder.firstRow([entry.key], { ($0.int(0), $0.string(1), $0.string(2)) }) else {
-                throw SQLiteError(code: 0, message: "destination conflict without a holder", sql: holder.sql)
-            }
-            if destination != batch.destination(index) {
-                outcomes.append(.rejected(.destinationKeyCollision(byJob: id)))
-            } else {
-                outcomes.append(url == batch.url(index) ? .alreadyQueued(jobID: id)
-                                                        : .rejected(.destinationTaken(byJob: id, url: url)))
-            }
+            while try insert.step() {}
         }
+        return insert
+    }
+
+    /// The outcome of entry `index`, judged by the job now holding its key: the entry's own when
+    /// that job's id is one of `newIDs`, the ids of the statement that inserted the entry's row
+    /// (no two rows of one statement have the same key). Otherwise the entry lost to that job —
+    /// an earlier one, or one from an earlier line of the batch — and is already queued (same URL
+    /// and destination) or rejected.
+    private func outcome(of index: Int, in batch: JobBatch, holder: Statement, newIDs: Range<Int>) throws -> AddOutcome {
+        guard let (id, url, destination) = try holder.firstRow([batch.entries[index].key], {
+            ($0.int(0), $0.string(1), $0.string(2))
+        }) else {
+            throw SQLiteError(code: 0, message: "destination conflict without a holder", sql: holder.sql)
+        }
+        if newIDs.contains(id) { return .added(jobID: id) }
+        if destination != batch.destination(index) { return .rejected(.destinationKeyCollision(byJob: id)) }
+        return url == batch.url(index) ? .alreadyQueued(jobID: id) : .rejected(.destinationTaken(byJob: id, url: url))
     }
 
     /// `INSERT … VALUES (…), (…), …` for `rows` rows: ?1 is max_attempts, ?2 the time, and row
@@ -149,8 +155,11 @@ extension JobQueue {
     /// may abort keeps a statement journal, a copy of every page it touches first (with random
     /// keys, ~2 pages a row: 12 s of system time a million rows). The only constraint the bound
     /// values can break is the destination key's (every NOT NULL column gets a value, state
-    /// keeps its default), and a row ignored for any other reason would come back from RETURNING
-    /// missing with no holder, which `classify` reports as an error, not as an outcome.
+    /// keeps its default), and a row ignored for any other reason would be missing with no
+    /// holder, which `outcome(of:in:holder:newIDs:)` reports as an error, not as an outcome.
+    ///
+    /// No `RETURNING`: SQLite buffers returned rows in a temporary table, a tenth of the time of
+    /// a bulk add. The ids of inserted rows are known without it (see `JobIDs`).
     static func insertSQL(rows: Int) -> String {
         var sql = """
             INSERT OR IGNORE INTO jobs (url, host_id, destination, destination_key, max_attempts, sha256, created_at, updated_at) VALUES
@@ -160,7 +169,6 @@ extension JobQueue {
             sql += row == 0 ? "\n" : ",\n"
             sql += "(?\(p), ?\(p + 1), ?\(p + 2), ?\(p + 3), ?1, ?\(p + 4), ?2, ?2)"
         }
-        sql += "\nRETURNING id, destination_key"
         return sql
     }
 }
