@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 #include "CFileSync.h"
 
@@ -7,4 +8,10 @@ int haul_syncfs(int fd) { return syncfs(fd); }
 
 int haul_wait_for_writeback(int fd) {
     return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+}
+
+long long haul_filesystem_type(int fd) {
+    struct statfs info;
+    if (fstatfs(fd, &info) != 0) return -1;
+    return (long long)info.f_type;
 }

@@ -1,4 +1,4 @@
-// Linux calls that Swift's Glibc module does not show (they need _GNU_SOURCE).
+// Linux calls that Swift's Glibc module does not show (some need _GNU_SOURCE, some its headers).
 #ifndef HAUL_CFILESYNC_H
 #define HAUL_CFILESYNC_H
 
@@ -11,5 +11,9 @@ int haul_syncfs(int fd);
 /// does not flush metadata or the device's cache: call it after `haul_syncfs` to learn whether
 /// this file's own bytes made it.
 int haul_wait_for_writeback(int fd);
+
+/// The file system type (statfs(2)'s f_type, e.g. 0xEF53 for ext4) of the file open as `fd`,
+/// or -1 with errno set.
+long long haul_filesystem_type(int fd);
 
 #endif

@@ -18,8 +18,9 @@ public struct VerifiedFile: Sendable {
     /// Writes the bytes of every file in `files` to disk and returns, for each file (same
     /// order), nil or why its bytes may not be on disk. One syncfs(2) per file system writes
     /// the whole batch; each file's own write-back errors are then read through its descriptor
-    /// (syncfs alone reports only errors of the file system as a whole). Where syncfs fails,
-    /// each file falls back to fsync(2), so one bad file does not fail the others.
+    /// (syncfs alone reports only errors of the file system as a whole). Where syncfs fails, or
+    /// is not trusted on that file system, each file gets fsync(2) instead, so one bad file does
+    /// not fail the others.
     public static func makeDurable(_ files: [VerifiedFile]) -> [TransferIOError?] {
         var devices: [UInt64?] = []
         for file in files {
@@ -29,7 +30,7 @@ public struct VerifiedFile: Sendable {
         var syncedDevices: [UInt64: Bool] = [:]
         for (file, device) in zip(files, devices) {
             guard let device, syncedDevices[device] == nil else { continue }
-            syncedDevices[device] = haul_syncfs(file.descriptor) == 0
+            syncedDevices[device] = Self.syncfsIsTrusted(for: file.descriptor) && haul_syncfs(file.descriptor) == 0
         }
         return zip(files, devices).map { file, device -> TransferIOError? in
             guard let device else { return TransferIOError.errno("cannot examine \(file.temp.path)") }
@@ -38,6 +39,16 @@ public struct VerifiedFile: Sendable {
                 : fsync(file.descriptor) == 0
             return written ? nil : TransferIOError.errno("cannot flush \(file.temp.path) to disk")
         }
+    }
+
+    /// Local block file systems whose syncfs writes and waits for every dirty file and flushes
+    /// the device (ext4, XFS, btrfs, F2FS). Elsewhere (NFS, FUSE, …) syncfs may promise less
+    /// than fsync, so each file gets its own fsync.
+    private static let syncfsFileSystems: Set<UInt64> = [0xEF53, 0x5846_5342, 0x9123_683E, 0xF2F5_2010]
+
+    private static func syncfsIsTrusted(for descriptor: Int32) -> Bool {
+        let type = haul_filesystem_type(descriptor)
+        return type >= 0 && syncfsFileSystems.contains(UInt64(type))
     }
 
     /// Renames the temp file over the destination. Call only after `makeDurable` included it.
