@@ -375,6 +375,14 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         guard case .http(503, _)? = cut.failure else { return XCTFail("\(cut.result)") }
         XCTAssertLessThan(ContinuousClock.now - started, .seconds(2), "a 4 MiB error body (about 3 s) is not read")
         XCTAssertFalse(exists(folder.file("big-error")))
+
+        // A small page trickled out (about 30 s) is given up after `drainTime`, keeping its reason.
+        let trickle = String(repeating: "x", count: 60 * 1024)
+        server.route("/trickled", FaultServer.Response.text(trickle, status: 404).slowBody(bytesPerChunk: 1024, delay: 0.5))
+        let begun = ContinuousClock.now
+        let trickled = try await download("/trickled", into: try tempFile("trickled"))
+        guard case .http(404, _)? = trickled.failure else { return XCTFail("\(trickled.result)") }
+        XCTAssertLessThan(ContinuousClock.now - begun, .seconds(8), "a drain gets 5 s")
     }
 
     // MARK: - Redirects

@@ -143,7 +143,12 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         /// A small unwanted body (an error page) being read to its end and dropped, so the request
         /// ends cleanly at the server and the connection stays open for the next one.
         var draining = false
+        /// When a drain is given up and the connection cut after all (a trickled error page).
+        var drainDeadline: ContinuousClock.Instant?
     }
+
+    /// How long a small unwanted body may take to drain.
+    static let drainTime = Duration.seconds(5)
 
     /// Unwanted bodies up to this size are read and dropped rather than cut off (see `draining`).
     static let drainLimit: Int64 = 64 * 1024
@@ -183,7 +188,9 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         var expired: [(Int, FetchFailure)] = []
         entries.withLock { table in
             for (id, entry) in table where entry.failure == nil || entry.draining {
-                if let total = entry.request.totalTimeout, now - entry.started > .seconds(total) {
+                if let deadline = entry.drainDeadline, now > deadline {
+                    expired.append((id, .stalled(entry.request.stallTimeout)))  // keeps its failure: only cut
+                } else if let total = entry.request.totalTimeout, now - entry.started > .seconds(total) {
                     expired.append((id, .timedOut(total)))
                 } else if now - entry.lastActivity > .seconds(entry.request.stallTimeout) {
                     expired.append((id, .stalled(entry.request.stallTimeout)))
@@ -273,7 +280,10 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
                 // Read the small body to its end instead of cutting the connection: the server
                 // then sees the request finish before haul sends another one.
                 stop(id, .rejected(reason), cancel: false)
-                entries.withLock { _ = $0[id]?.draining = true }
+                entries.withLock { table in
+                    table[id]?.draining = true
+                    table[id]?.drainDeadline = .now + Self.drainTime
+                }
                 completionHandler(.allow)
             } else {
                 stop(id, .rejected(reason))
