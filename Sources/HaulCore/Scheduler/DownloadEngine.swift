@@ -245,15 +245,23 @@ public actor DownloadEngine {
         }
         // The renames become durable with their folders; a folder that cannot be flushed leaves
         // its jobs unfinished (their files are whole, so a later attempt replaces them safely).
-        var folderSynced: [String: Bool] = [:]
+        var syncedFolders = Set<String>()
+        var folderProblems: [String: String] = [:]  // folder → why it could not be flushed
         var placed: [PendingCompletion] = []
         for item in renamed {
             let folder = item.lease.job.destination.parentFolder
-            if folderSynced[folder] == nil { folderSynced[folder] = TempFile.syncFolder(of: item.lease.job.destination) }
-            if folderSynced[folder] == true {
-                placed.append(item)
+            if !syncedFolders.contains(folder) && folderProblems[folder] == nil {
+                if TempFile.syncFolder(of: item.lease.job.destination) {
+                    syncedFolders.insert(folder)
+                } else {
+                    // errno is read at once, before another call can change it.
+                    folderProblems[folder] = "cannot flush folder \(folder) to disk: \(String(cString: strerror(errno)))"
+                }
+            }
+            if let problem = folderProblems[folder] {
+                failed.append((item, problem))
             } else {
-                failed.append((item, "cannot flush folder \(folder) to disk: \(String(cString: strerror(errno)))"))
+                placed.append(item)
             }
         }
         return (placed, failed)

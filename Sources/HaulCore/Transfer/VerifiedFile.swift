@@ -22,18 +22,23 @@ public struct VerifiedFile: Sendable {
     /// is not trusted on that file system, each file gets fsync(2) instead, so one bad file does
     /// not fail the others.
     public static func makeDurable(_ files: [VerifiedFile]) -> [TransferIOError?] {
-        var devices: [UInt64?] = []
-        for file in files {
+        // The reason is read from errno at once, before any other call can change it.
+        let devices = files.map { file -> Result<UInt64, TransferIOError> in
             var info = stat()
-            devices.append(fstat(file.descriptor, &info) == 0 ? UInt64(info.st_dev) : nil)
+            guard fstat(file.descriptor, &info) == 0 else { return .failure(.errno("cannot examine \(file.temp.path)")) }
+            return .success(UInt64(info.st_dev))
         }
         var syncedDevices: [UInt64: Bool] = [:]
         for (file, device) in zip(files, devices) {
-            guard let device, syncedDevices[device] == nil else { continue }
+            guard case .success(let device) = device, syncedDevices[device] == nil else { continue }
             syncedDevices[device] = Self.syncfsIsTrusted(for: file.descriptor) && haul_syncfs(file.descriptor) == 0
         }
-        return zip(files, devices).map { file, device -> TransferIOError? in
-            guard let device else { return TransferIOError.errno("cannot examine \(file.temp.path)") }
+        return zip(files, devices).map { file, examined -> TransferIOError? in
+            let device: UInt64
+            switch examined {
+            case .failure(let error): return error
+            case .success(let found): device = found
+            }
             let written = syncedDevices[device] == true
                 ? haul_wait_for_writeback(file.descriptor) == 0
                 : fsync(file.descriptor) == 0
