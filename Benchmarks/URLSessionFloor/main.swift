@@ -2,10 +2,12 @@
 // tell URLSession's own cost from haul's. Built and run by Benchmarks/run.
 //
 //   urlsession-floor URL OUTPUT          one URL streamed to a file (workload B)
+//   urlsession-floor --fsync URL OUTPUT  the same, then fsync(2) before closing: the floor of a
+//                                        downloader that makes its file durable (as haul does)
 //   urlsession-floor -i LIST FOLDER N    every URL of LIST into FOLDER, N at a time (workload A)
 //
 // One session, one serial delegate queue, a data-task delegate that write(2)s each chunk; no
-// database, no temp file, no fsync, no checks.
+// database, no temp file, no checks, and no fsync unless asked.
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -21,6 +23,7 @@ final class Writer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     var next = 0
     var finished = 0
     var files: [Int: Int32] = [:]
+    var durable = false
     let done = DispatchSemaphore(value: 0)
 
     /// Starts tasks until `parallel` are running or the list is done.
@@ -54,7 +57,10 @@ final class Writer: NSObject, URLSessionDataDelegate, @unchecked Sendable {
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         if let error { FileHandle.standardError.write(Data("error: \(error)\n".utf8)) }
-        if let fd = files.removeValue(forKey: task.taskIdentifier) { close(fd) }
+        if let fd = files.removeValue(forKey: task.taskIdentifier) {
+            if durable && fsync(fd) != 0 { FileHandle.standardError.write(Data("error: fsync failed\n".utf8)) }
+            close(fd)
+        }
         finished += 1
         if finished >= max(1, urls.count) { done.signal() } else { startMore() }
     }
@@ -76,12 +82,15 @@ if arguments.count == 5, arguments[1] == "-i", let parallel = Int(arguments[4]),
     configuration.httpMaximumConnectionsPerHost = parallel
     writer.session = URLSession(configuration: configuration, delegate: writer, delegateQueue: queue)
     queue.addOperation { writer.startMore() }
-} else if arguments.count == 3, let url = URL(string: arguments[1]) {
+} else if arguments.count == 3 || (arguments.count == 4 && arguments[1] == "--fsync"),
+          let url = URL(string: arguments[arguments.count - 2]) {
+    let output = arguments[arguments.count - 1]
+    writer.durable = arguments.count == 4
     writer.urls = [url]
     writer.session = URLSession(configuration: configuration, delegate: writer, delegateQueue: queue)
-    queue.addOperation { writer.start(url, into: arguments[2]) }
+    queue.addOperation { writer.start(url, into: output) }
 } else {
-    FileHandle.standardError.write(Data("usage: urlsession-floor URL OUTPUT | urlsession-floor -i LIST FOLDER N\n".utf8))
+    FileHandle.standardError.write(Data("usage: urlsession-floor [--fsync] URL OUTPUT | urlsession-floor -i LIST FOLDER N\n".utf8))
     exit(64)
 }
 writer.done.wait()
