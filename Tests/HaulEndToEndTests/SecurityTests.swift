@@ -82,7 +82,6 @@ final class SecurityTests: XCTestCase {
         let otherHost = try FaultServer(host: "127.0.0.5")
         defer { server.stop(); otherHost.stop() }
         let data = runTestData(5_000, seed: 52)
-        let base = server.baseURLString
         let authority = "127.0.0.1:\(server.port)"
         let closedPort = try Self.closedPort()
         server.route("/redirect-credentials", FaultServer.Response.redirect(to: "http://who:pw-location-1@\(authority)/missing2"))
