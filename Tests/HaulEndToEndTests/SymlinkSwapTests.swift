@@ -3,9 +3,37 @@ import HaulCore
 import HaulTestSupport
 import XCTest
 
-/// A folder inside the output folder swapped for a symbolic link after `haul add` must not lead
-/// a download outside the output folder.
+/// A folder inside the output folder swapped for a symbolic link after `haul add`, or a link
+/// planted at a job's (predictable) temp file name, must not lead a download outside the output
+/// folder.
 final class SymlinkSwapTests: XCTestCase {
+    func testALinkPlantedAtTheTempFileNameIsNotWrittenThrough() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let body = runTestData(50_000, seed: 8)
+        server.route("/a.bin", FaultServer.file(body, etag: "\"a\""))
+        server.route("/b.bin", FaultServer.file(body, etag: "\"b\""))
+        let victim = h.temp.path + "/outside.txt"
+        let original = Data("not haul's to touch\n".utf8)
+        try original.write(to: URL(fileURLWithPath: victim))
+        try h.add([server.url("/a.bin").absoluteString, server.url("/b.bin").absoluteString])
+        let destination = try XCTUnwrap(try h.show(1)["destination"] as? String)
+        let temp = TempFile(destination: destination, jobID: 1).path
+        try FileManager.default.createSymbolicLink(atPath: temp, withDestinationPath: victim)
+
+        let result = try h.run(["run", "--max-attempts", "1"])
+
+        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: victim)), original, "the download was written through the link")
+        XCTAssertNil(try? FileManager.default.destinationOfSymbolicLink(atPath: destination),
+                     "the link was moved to the destination")
+        let job = try h.show(1)
+        XCTAssertEqual(job["state"] as? String, "failed")
+        XCTAssertTrue((job["last_error"] as? String ?? "").contains("is a symbolic link"), "\(job["last_error"] ?? "nil")")
+        XCTAssertEqual(h.contents("b.bin"), body, "the other job is unaffected")
+    }
+
     func testAFolderSwappedForALinkAfterAddIsNotFollowed() throws {
         let h = try RunHarness(self)
         let server = try FaultServer(host: "127.0.0.1")

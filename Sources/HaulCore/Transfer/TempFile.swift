@@ -52,9 +52,11 @@ public struct TempFile: Sendable {
     /// takes an exclusive lock on it, so two haul processes never write one temp file (the lock
     /// dies with its process, even on kill -9). Returns the descriptor and the bytes already in
     /// the file, measured once the lock is held, so no other writer can still be growing it.
+    /// A symbolic link at the temp file's name is refused (O_NOFOLLOW), never written through: the
+    /// name is predictable, and a link planted there could lead outside the output folder.
     public func open() throws -> (descriptor: Int32, length: Int64) {
-        var fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o666)
-        let openError = errno
+        var fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o666)
+        var openError = errno
         let folder = path.parentFolder
         if fd < 0, openError == ENOENT, !folder.isEmpty {
             // The folder does not exist yet (checked only now: most folders already exist).
@@ -63,9 +65,13 @@ public struct TempFile: Sendable {
             } catch {
                 throw TransferIOError("cannot create folder \(folder): \((error as NSError).localizedDescription)")
             }
-            fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o666)
+            fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o666)
+            openError = errno
         }
-        guard fd >= 0 else { throw TransferIOError.errno("cannot open temp file \(path)") }
+        if fd < 0 && openError == ELOOP {
+            throw TransferIOError("refused: temp file \(path) is a symbolic link; haul does not write through it, as it could lead outside the output folder (remove it to go on)", code: ELOOP)
+        }
+        guard fd >= 0 else { throw TransferIOError.errno("cannot open temp file \(path)", code: openError) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             close(fd)
             throw TransferIOError("temp file \(path) is being written by another haul process", code: EWOULDBLOCK)
@@ -125,9 +131,9 @@ public struct TransferIOError: Error, CustomStringConvertible, Sendable {
         self.code = code
     }
 
-    static func errno(_ what: String) -> TransferIOError {
-        let code = Glibc.errno
-        return TransferIOError("\(what): \(String(cString: strerror(code)))", code: code)
+    /// `what`, with the system's reason for `code` (by default, the current errno).
+    static func errno(_ what: String, code: Int32 = Glibc.errno) -> TransferIOError {
+        TransferIOError("\(what): \(String(cString: strerror(code)))", code: code)
     }
 
     public var description: String { message }
