@@ -9,15 +9,21 @@ import XCTest
 final class PIDNamespaceTests: XCTestCase {
     private static let unshare = "/usr/bin/unshare"
 
-    /// Whether this machine lets a test start a process in a new PID namespace.
-    private func requireUnshare() throws {
+    /// The `unshare` options that start a process in a new PID namespace with its own /proc here:
+    /// as root, or else through a user namespace.
+    private func unshareOptions() throws -> [String] {
         guard FileManager.default.isExecutableFile(atPath: Self.unshare) else { throw XCTSkip("no \(Self.unshare)") }
-        let probe = try HaulProcess.run(URL(fileURLWithPath: Self.unshare), ["--pid", "--fork", "--mount-proc", "/bin/true"], timeout: 10)
-        guard probe.status == 0 else { throw XCTSkip("cannot make a PID namespace here: \(probe.stderrText)") }
+        var errors: [String] = []
+        for options in [["--pid", "--fork", "--mount-proc"], ["--user", "--map-root-user", "--pid", "--fork", "--mount-proc"]] {
+            let probe = try HaulProcess.run(URL(fileURLWithPath: Self.unshare), options + ["/bin/true"], timeout: 10)
+            if probe.status == 0 { return options }
+            errors.append(probe.stderrText)
+        }
+        throw XCTSkip("cannot make a PID namespace here: \(errors.joined(separator: "; "))")
     }
 
     func testARunInAnotherPIDNamespaceLeavesALiveRunsJobAlone() throws {
-        try requireUnshare()
+        let options = try unshareOptions()
         let h = try RunHarness(self)
         let server = try FaultServer(host: "127.0.0.1")
         defer { server.stop() }
@@ -32,7 +38,7 @@ final class PIDNamespaceTests: XCTestCase {
         let first = try h.start(["run"])
         XCTAssertTrue(server.waitForRequests(count: 1, path: "/big.bin", timeout: 10))
         let second = try HaulProcess.start(URL(fileURLWithPath: Self.unshare),
-                                           ["--pid", "--fork", "--mount-proc", h.haul.path, "run", "--db", h.db],
+                                           options + [h.haul.path, "run", "--db", h.db],
                                            currentDirectory: h.temp.path)
         // The first run is still mid-transfer as the second starts (its first step is to reclaim
         // the jobs of dead lease holders); otherwise the test would prove nothing.

@@ -335,6 +335,8 @@ public actor DownloadEngine {
                 let fetched = await transport.fetch(request, into: attempt)
                 // Placing (fsync, rename) waits for the batch: see `prepare`.
                 result = attempt.verify(fetched)
+            } catch let error as TransferIOError where error.unsafe {
+                result = .failed(.unsafeDestination(error.message), status: nil)
             } catch {
                 result = .failed(.disk(String(describing: error)), status: nil)
             }
@@ -528,9 +530,12 @@ public actor DownloadEngine {
                     }
                     // A file another haul process holds a lock on (another queue writing into the
                     // same folder) is in use: leave it.
-                    let fd = open(path, O_RDONLY | O_CLOEXEC)
+                    // Only a regular file of ours: a link is not followed, a FIFO not waited on.
+                    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
                     guard fd >= 0 else { continue }
                     defer { close(fd) }
+                    var info = stat()
+                    guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
                     guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
                     if unlink(path) == 0 { removed += 1 }
                 }

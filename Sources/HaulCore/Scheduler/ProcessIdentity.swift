@@ -22,9 +22,15 @@ public enum ProcessIdentity {
         return id.isEmpty ? "unknown-\(ProcessInfo.processInfo.hostName)" : id
     }()
 
-    /// This process's PID namespace: the number in the `pid:[N]` link of /proc/self/ns/pid.
-    static let pidNamespace: String? = namespaceNumber(
-        fromLink: try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/pid"))
+    /// This process's PID namespace: the number in the `pid:[N]` link of /proc/self/ns/pid —
+    /// but only when the mounted /proc is this namespace's own (its `self` is our pid). A /proc
+    /// mounted for another namespace would show other processes under our pids, so no pid can
+    /// be judged from it.
+    static let pidNamespace: String? = {
+        let files = FileManager.default
+        guard (try? files.destinationOfSymbolicLink(atPath: "/proc/self")) == String(getpid()) else { return nil }
+        return namespaceNumber(fromLink: try? files.destinationOfSymbolicLink(atPath: "/proc/self/ns/pid"))
+    }()
 
     /// `pid:[4026531836]` → `4026531836`; nil for anything else.
     static func namespaceNumber(fromLink link: String?) -> String? {

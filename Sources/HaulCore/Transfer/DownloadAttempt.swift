@@ -118,7 +118,7 @@ public final class DownloadAttempt: BodySink {
         if expectedSHA256 != nil {
             var hasher = SHA256()
             if resume {
-                do { try Self.hashPrefix(of: temp.path, length: existing, into: &hasher) } catch {
+                do { try Self.hashPrefix(of: descriptor, path: temp.path, length: existing, into: &hasher) } catch {
                     close(initial.descriptor)
                     throw error
                 }
@@ -299,18 +299,17 @@ public final class DownloadAttempt: BodySink {
         return .verified(VerifiedFile(temp: temp, descriptor: descriptor, bytes: written, status: status))
     }
 
-    private static func hashPrefix(of path: String, length: Int64, into hasher: inout SHA256) throws {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw TransferIOError.errno("cannot read \(path) to check its sha256") }
-        defer { close(fd) }
-        var remaining = length
+    /// Hashes the first `length` bytes of the open temp file (read from the descriptor, not the
+    /// name, so the bytes hashed are the bytes kept).
+    private static func hashPrefix(of fd: Int32, path: String, length: Int64, into hasher: inout SHA256) throws {
+        var offset: Int64 = 0
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while remaining > 0 {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, min($0.count, Int(remaining))) }
+        while offset < length {
+            let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, min($0.count, Int(length - offset)), off_t(offset)) }
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { throw TransferIOError.errno("cannot read \(path) to check its sha256") }
             buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
-            remaining -= Int64(count)
+            offset += Int64(count)
         }
     }
 }

@@ -48,14 +48,19 @@ public struct TempFile: Sendable {
         }
     }
 
-    /// Opens the temp file for writing, creating it and its folders (with the user's umask), and
-    /// takes an exclusive lock on it, so two haul processes never write one temp file (the lock
-    /// dies with its process, even on kill -9). Returns the descriptor and the bytes already in
-    /// the file, measured once the lock is held, so no other writer can still be growing it.
-    /// A symbolic link at the temp file's name is refused (O_NOFOLLOW), never written through: the
-    /// name is predictable, and a link planted there could lead outside the output folder.
+    /// Opens the temp file for reading and writing, creating it and its folders (with the user's
+    /// umask), and takes an exclusive lock on it, so two haul processes never write one temp file
+    /// (the lock dies with its process, even on kill -9). Returns the descriptor and the bytes
+    /// already in the file, measured once the lock is held, so no other writer can still be
+    /// growing it.
+    ///
+    /// The name is predictable, so something planted there is refused (`TransferIOError.unsafe`),
+    /// never written through or waited on: a symbolic link (O_NOFOLLOW), anything but a regular
+    /// file (a FIFO would block the open: O_NONBLOCK), and a file with other hard links (one of
+    /// them could lie outside the output folder).
     public func open() throws -> (descriptor: Int32, length: Int64) {
-        var fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o666)
+        let flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK
+        var fd = Glibc.open(path, flags, 0o666)
         var openError = errno
         let folder = path.parentFolder
         if fd < 0, openError == ENOENT, !folder.isEmpty {
@@ -65,18 +70,36 @@ public struct TempFile: Sendable {
             } catch {
                 throw TransferIOError("cannot create folder \(folder): \((error as NSError).localizedDescription)")
             }
-            fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o666)
+            fd = Glibc.open(path, flags, 0o666)
             openError = errno
         }
-        if fd < 0 && openError == ELOOP {
-            throw TransferIOError("refused: temp file \(path) is a symbolic link; haul does not write through it, as it could lead outside the output folder (remove it to go on)", code: ELOOP)
+        guard fd >= 0 else {
+            var info = stat()
+            if lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFLNK {
+                throw TransferIOError.refused("temp file \(path) is a symbolic link")
+            }
+            if lstat(path, &info) == 0, (info.st_mode & S_IFMT) != S_IFREG {
+                throw TransferIOError.refused("temp file \(path) is not a regular file")
+            }
+            throw TransferIOError.errno("cannot open temp file \(path)", code: openError)
         }
-        guard fd >= 0 else { throw TransferIOError.errno("cannot open temp file \(path)", code: openError) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            let error = TransferIOError.errno("cannot examine temp file \(path)")
+            close(fd)
+            throw error
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG, info.st_nlink == 1 else {
+            close(fd)
+            throw TransferIOError.refused((info.st_mode & S_IFMT) == S_IFREG
+                ? "temp file \(path) has other hard links (one could lie outside the output folder)"
+                : "temp file \(path) is not a regular file")
+        }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             close(fd)
             throw TransferIOError("temp file \(path) is being written by another haul process", code: EWOULDBLOCK)
         }
-        var info = stat()
         guard fstat(fd, &info) == 0 else {
             let error = TransferIOError.errno("cannot measure temp file \(path)")
             close(fd)
@@ -95,16 +118,23 @@ public struct TempFile: Sendable {
     /// treats the rename as durable (this lets it sync a folder once for many files).
     public func place(descriptor fd: Int32, syncFolder: Bool = true) throws {
         guard fsync(fd) == 0 else { throw TransferIOError.errno("cannot flush \(path) to disk") }
-        try moveIntoPlace()
+        try moveIntoPlace(descriptor: fd)
         if syncFolder { Self.syncFolder(of: destination) }
     }
 
-    /// Renames the temp file over the destination, refusing a destination that is a folder.
-    /// The caller must have made the file's bytes durable first (see `place`, `VerifiedFile`).
-    func moveIntoPlace() throws {
+    /// Renames the temp file over the destination, refusing a destination that is a folder, and
+    /// refusing when the name no longer holds the open file `fd` (it was swapped since: what the
+    /// name holds now was never checked). The caller must have made the file's bytes durable
+    /// first (see `place`, `VerifiedFile`).
+    func moveIntoPlace(descriptor fd: Int32) throws {
         var info = stat()
         if lstat(destination, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
             throw TransferIOError("destination \(destination) is a folder; remove it or choose another out= name")
+        }
+        var named = stat(), opened = stat()
+        guard fstat(fd, &opened) == 0 else { throw TransferIOError.errno("cannot examine \(path)") }
+        guard lstat(path, &named) == 0, named.st_dev == opened.st_dev, named.st_ino == opened.st_ino else {
+            throw TransferIOError.refused("temp file \(path) was replaced while haul wrote it")
         }
         guard rename(path, destination) == 0 else { throw TransferIOError.errno("cannot move the download to \(destination)") }
     }
@@ -125,10 +155,20 @@ public struct TempFile: Sendable {
 public struct TransferIOError: Error, CustomStringConvertible, Sendable {
     public let message: String
     public let code: Int32
+    /// Writing here could leave the output folder (something was planted at the temp file's
+    /// name): the job fails at once, and what is there is left alone.
+    public let unsafe: Bool
 
-    public init(_ message: String, code: Int32 = 0) {
+    public init(_ message: String, code: Int32 = 0, unsafe: Bool = false) {
         self.message = message
         self.code = code
+        self.unsafe = unsafe
+    }
+
+    /// A refusal to write where `what` says, with what the user can do.
+    static func refused(_ what: String) -> TransferIOError {
+        TransferIOError("refused: \(what); haul does not write through it, as it could lead outside the output folder (remove it to go on)",
+                        unsafe: true)
     }
 
     /// `what`, with the system's reason for `code` (by default, the current errno).

@@ -58,7 +58,7 @@ public struct VerifiedFile: Sendable {
 
     /// Renames the temp file over the destination. Call only after `makeDurable` included it.
     public func place() throws {
-        try temp.moveIntoPlace()
+        try temp.moveIntoPlace(descriptor: descriptor)
     }
 
     /// Closes the temp file (releasing its lock); call once, after `place()` or instead of it.
