@@ -7,84 +7,68 @@ import XCTest
 /// planted at a job's (predictable) temp file name, must not lead a download outside the output
 /// folder.
 final class SymlinkSwapTests: XCTestCase {
-    func testALinkPlantedAtTheTempFileNameIsNotWrittenThrough() throws {
+    /// Two queued jobs (a.bin, b.bin) and a file outside the output folder; `plant` puts
+    /// something at job 1's temp file name, then haul runs. Checks what every such case shares:
+    /// the run ends in failure, the outside file is untouched, job 1 failed with `reason` without
+    /// a request, and job 2 finished.
+    private func runWithSomethingPlantedAtTheTempName(
+        reason: String, plant: (_ temp: String, _ outside: String) throws -> Void,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws -> (h: RunHarness, temp: String, outside: String) {
         let h = try RunHarness(self)
         let server = try FaultServer(host: "127.0.0.1")
         defer { server.stop() }
         let body = runTestData(50_000, seed: 8)
         server.route("/a.bin", FaultServer.file(body, etag: "\"a\""))
         server.route("/b.bin", FaultServer.file(body, etag: "\"b\""))
-        let victim = h.temp.path + "/outside.txt"
+        let outside = h.temp.path + "/outside.txt"
         let original = Data("not haul's to touch\n".utf8)
-        try original.write(to: URL(fileURLWithPath: victim))
+        try original.write(to: URL(fileURLWithPath: outside))
         try h.add([server.url("/a.bin").absoluteString, server.url("/b.bin").absoluteString])
         let destination = try XCTUnwrap(try h.show(1)["destination"] as? String)
         let temp = TempFile(destination: destination, jobID: 1).path
-        try FileManager.default.createSymbolicLink(atPath: temp, withDestinationPath: victim)
+        try plant(temp, outside)
 
-        let result = try h.run(["run", "--max-attempts", "1"])
+        let result = try h.run(["run"], timeout: 20)
 
-        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
-        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: victim)), original, "the download was written through the link")
-        XCTAssertNil(try? FileManager.default.destinationOfSymbolicLink(atPath: destination),
-                     "the link was moved to the destination")
+        XCTAssertFalse(result.timedOut, "the run never ended", file: file, line: line)
+        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText, file: file, line: line)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: outside)), original, "the outside file was written", file: file, line: line)
+        XCTAssertNil(h.contents("a.bin"), "something was placed for the refused job", file: file, line: line)
+        XCTAssertNil(try? FileManager.default.destinationOfSymbolicLink(atPath: destination), "a link was moved to the destination",
+                     file: file, line: line)
         let job = try h.show(1)
-        XCTAssertEqual(job["state"] as? String, "failed")
-        XCTAssertTrue((job["last_error"] as? String ?? "").contains("is a symbolic link"), "\(job["last_error"] ?? "nil")")
-        XCTAssertEqual(try? FileManager.default.destinationOfSymbolicLink(atPath: temp), victim, "the link was not left alone")
-        XCTAssertEqual(server.requestCount(path: "/a.bin"), 0, "nothing is fetched for an unsafe temp file")
-        XCTAssertEqual(h.contents("b.bin"), body, "the other job is unaffected")
+        XCTAssertEqual(job["state"] as? String, "failed", file: file, line: line)
+        XCTAssertTrue((job["last_error"] as? String ?? "").contains(reason), "\(job["last_error"] ?? "nil")", file: file, line: line)
+        XCTAssertEqual(server.requestCount(path: "/a.bin"), 0, "something was fetched for a refused temp file", file: file, line: line)
+        XCTAssertEqual(h.contents("b.bin"), body, "the other job is affected", file: file, line: line)
+        return (h, temp, outside)
+    }
+
+    func testALinkPlantedAtTheTempFileNameIsNotWrittenThrough() throws {
+        let (h, temp, outside) = try runWithSomethingPlantedAtTheTempName(reason: "is a symbolic link") { temp, outside in
+            try FileManager.default.createSymbolicLink(atPath: temp, withDestinationPath: outside)
+        }
+        withExtendedLifetime(h) {  // its folder holds the link
+            XCTAssertEqual(try? FileManager.default.destinationOfSymbolicLink(atPath: temp), outside, "the link was not left alone")
+        }
     }
 
     /// A hard link at the temp file's name shares its inode with a file that may lie outside the
     /// output folder: writing into it would change that file.
     func testAHardLinkPlantedAtTheTempFileNameIsNotWrittenInto() throws {
-        let h = try RunHarness(self)
-        let server = try FaultServer(host: "127.0.0.1")
-        defer { server.stop() }
-        let body = runTestData(50_000, seed: 9)
-        server.route("/a.bin", FaultServer.file(body, etag: "\"a\""))
-        let victim = h.temp.path + "/outside.txt"
-        let original = Data("not haul's to touch\n".utf8)
-        try original.write(to: URL(fileURLWithPath: victim))
-        try h.add([server.url("/a.bin").absoluteString])
-        let destination = try XCTUnwrap(try h.show(1)["destination"] as? String)
-        let temp = TempFile(destination: destination, jobID: 1).path
-        XCTAssertEqual(link(victim, temp), 0, String(cString: strerror(errno)))
-
-        let result = try h.run(["run"])
-
-        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
-        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: victim)), original, "the download was written into the shared inode")
-        XCTAssertNil(h.contents("a.bin"), "the shared inode was renamed into place")
-        let job = try h.show(1)
-        XCTAssertEqual(job["state"] as? String, "failed")
-        XCTAssertTrue((job["last_error"] as? String ?? "").contains("other hard links"), "\(job["last_error"] ?? "nil")")
+        _ = try runWithSomethingPlantedAtTheTempName(reason: "other hard links") { temp, outside in
+            XCTAssertEqual(link(outside, temp), 0, String(cString: strerror(errno)))
+        }
     }
 
     /// A FIFO at the temp file's name (or at an orphaned temp file's name) must not block the run.
     func testAFIFOPlantedAtATempFileNameDoesNotHangTheRun() throws {
-        let h = try RunHarness(self)
-        let server = try FaultServer(host: "127.0.0.1")
-        defer { server.stop() }
-        let body = runTestData(5_000, seed: 10)
-        server.route("/a.bin", FaultServer.file(body, etag: "\"a\""))
-        server.route("/b.bin", FaultServer.file(body, etag: "\"b\""))
-        try h.add([server.url("/a.bin").absoluteString, server.url("/b.bin").absoluteString])
-        let destination = try XCTUnwrap(try h.show(1)["destination"] as? String)
-        let temp = TempFile(destination: destination, jobID: 1).path
-        XCTAssertEqual(mkfifo(temp, 0o600), 0, String(cString: strerror(errno)))
-        let orphan = h.out + "/" + TempFile.prefix + "99-abc" + TempFile.suffix  // no job 99
-        XCTAssertEqual(mkfifo(orphan, 0o600), 0, String(cString: strerror(errno)))
-
-        let result = try h.run(["run"], timeout: 20)
-
-        XCTAssertFalse(result.timedOut, "a FIFO blocked the run")
-        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
-        let job = try h.show(1)
-        XCTAssertEqual(job["state"] as? String, "failed")
-        XCTAssertTrue((job["last_error"] as? String ?? "").contains("is not a regular file"), "\(job["last_error"] ?? "nil")")
-        XCTAssertEqual(h.contents("b.bin"), body, "the other job is unaffected")
+        _ = try runWithSomethingPlantedAtTheTempName(reason: "is not a regular file") { temp, _ in
+            XCTAssertEqual(mkfifo(temp, 0o600), 0, String(cString: strerror(errno)))
+            let orphan = (temp as NSString).deletingLastPathComponent + "/" + TempFile.prefix + "99-abc" + TempFile.suffix  // no job 99
+            XCTAssertEqual(mkfifo(orphan, 0o600), 0, String(cString: strerror(errno)))
+        }
     }
 
     func testAFolderSwappedForALinkAfterAddIsNotFollowed() throws {
