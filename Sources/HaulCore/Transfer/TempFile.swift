@@ -75,11 +75,12 @@ public struct TempFile: Sendable {
         }
         guard fd >= 0 else {
             var info = stat()
-            if lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFLNK {
-                throw TransferIOError.refused("temp file \(path) is a symbolic link")
-            }
-            if lstat(path, &info) == 0, (info.st_mode & S_IFMT) != S_IFREG {
-                throw TransferIOError.refused("temp file \(path) is not a regular file")
+            if lstat(path, &info) == 0 {
+                switch info.st_mode & S_IFMT {
+                case S_IFLNK: throw TransferIOError.refused("temp file \(path) is a symbolic link")
+                case S_IFREG: break
+                default: throw TransferIOError.refused("temp file \(path) is not a regular file")
+                }
             }
             throw TransferIOError.errno("cannot open temp file \(path)", code: openError)
         }

@@ -140,11 +140,11 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         var trail: RedirectTrail
         /// Set when a 308 is to be followed by a new task.
         var permanentRedirect: URL?
-        /// A small unwanted body (an error page) being read to its end and dropped, so the request
-        /// ends cleanly at the server and the connection stays open for the next one.
-        var draining = false
-        /// When a drain is given up and the connection cut after all (a trickled error page).
+        /// Set while a small unwanted body (an error page) is read to its end and dropped, so the
+        /// request ends cleanly at the server and the connection stays open for the next one: when
+        /// the drain is given up and the connection cut after all (a trickled error page).
         var drainDeadline: ContinuousClock.Instant?
+        var draining: Bool { drainDeadline != nil }
     }
 
     /// How long a small unwanted body may take to drain.
@@ -280,10 +280,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
                 // Read the small body to its end instead of cutting the connection: the server
                 // then sees the request finish before haul sends another one.
                 stop(id, .rejected(reason), cancel: false)
-                entries.withLock { table in
-                    table[id]?.draining = true
-                    table[id]?.drainDeadline = .now + Self.drainTime
-                }
+                entries.withLock { $0[id]?.drainDeadline = .now + Self.drainTime }
                 completionHandler(.allow)
             } else {
                 stop(id, .rejected(reason))
