@@ -36,8 +36,14 @@ final class DownloadAttemptEdgeTests: XCTestCase {
 
     // MARK: - Helpers
 
+    /// How one attempt ended: its file placed, or why not.
+    private enum Result: Equatable {
+        case placed(bytes: Int64, status: Int)
+        case failed(DownloadAttempt.Failure, status: Int?)
+    }
+
     private struct Outcome {
-        let result: DownloadAttempt.Result
+        let result: Result
         let fetch: FetchResult
         let attempt: DownloadAttempt
 
@@ -60,7 +66,26 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         let attempt = try DownloadAttempt(temp: temp, expectedSHA256: sha256, storedValidator: validator, storedTotal: total)
         let request = FetchRequest(url: server.url(path), headers: attempt.requestHeaders, stallTimeout: stall, totalTimeout: timeout)
         let fetch = await transport.fetch(request, into: attempt)
-        return Outcome(result: attempt.finish(fetch, syncFolder: false), fetch: fetch, attempt: attempt)
+        return Outcome(result: place(attempt.verify(fetch)), fetch: fetch, attempt: attempt)
+    }
+
+    /// Places a verified file as the engine places a batch (here, a batch of one): its bytes made
+    /// durable, the rename, then its folder flushed.
+    private func place(_ verification: DownloadAttempt.Verification) -> Result {
+        switch verification {
+        case .failed(let failure, let status):
+            return .failed(failure, status: status)
+        case .verified(let file):
+            defer { file.close() }
+            if let problem = VerifiedFile.makeDurable([file])[0] {
+                return .failed(.disk(problem.message), status: file.status)
+            }
+            do { try file.place() } catch {
+                return .failed(.disk(String(describing: error)), status: file.status)
+            }
+            TempFile.syncFolder(of: file.temp.destination)
+            return .placed(bytes: file.bytes, status: file.status)
+        }
     }
 
     private func contents(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }

@@ -15,7 +15,7 @@ import FoundationNetworking
 ///   validator; anything else starts from zero, and a partial file that had a validator is
 ///   never overwritten in this attempt (the caller first forgets the validator, then starts
 ///   over: see `Failure.mustRestart`), so no file is ever spliced from two versions;
-/// - the destination is written only by `TempFile.place`, after the length (and sha256, when
+/// - the destination is written only by `VerifiedFile.place`, after the length (and sha256, when
 ///   given) checked out.
 public final class DownloadAttempt: BodySink {
     /// Why an attempt did not place its file. The scheduler's retry policy decides what follows.
@@ -49,11 +49,6 @@ public final class DownloadAttempt: BodySink {
             case .cancelled: return "cancelled"
             }
         }
-    }
-
-    public enum Result: Sendable, Equatable {
-        case placed(bytes: Int64, status: Int)
-        case failed(Failure, status: Int?)
     }
 
     /// The outcome of `verify`: a file ready to be placed, or why there is none.
@@ -246,23 +241,6 @@ public final class DownloadAttempt: BodySink {
         state.validator = fresh
         state.mode = .writing
         return nil
-    }
-
-    /// Ends the attempt and places the file now (fsync, rename and, with `syncFolder`, an fsync of
-    /// the folder) when everything checked out.
-    public func finish(_ fetch: FetchResult, syncFolder: Bool = true) -> Result {
-        switch verify(fetch) {
-        case .failed(let failure, let status):
-            return .failed(failure, status: status)
-        case .verified(let file):
-            defer { file.close() }
-            do {
-                try temp.place(descriptor: file.descriptor, syncFolder: syncFolder)
-            } catch {
-                return .failed(.disk(String(describing: error)), status: file.status)
-            }
-            return .placed(bytes: file.bytes, status: file.status)
-        }
     }
 
     /// Ends the attempt: checks the response and the body (length, sha256) and, when they check

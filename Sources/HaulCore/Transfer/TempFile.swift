@@ -4,9 +4,9 @@ import Foundation
 /// atomic (same folder, same file system).
 ///
 /// Guarantees: the name is stable for a job and destination (`.haul-<job>-<hash>.part`), so a
-/// later attempt, run or process finds it to resume; `place()` makes the bytes durable (fsync),
-/// renames the file over the destination, then makes the rename durable (fsync of the folder) —
-/// a reader of the destination sees the old state or the whole new file, never a part.
+/// later attempt, run or process finds it to resume; it is renamed over the destination only
+/// once its bytes are durable (see `VerifiedFile`), and the rename is then made durable with its
+/// folder — a reader of the destination sees the old state or the whole new file, never a part.
 public struct TempFile: Sendable {
     public static let prefix = ".haul-"
     public static let suffix = ".part"
@@ -114,19 +114,10 @@ public struct TempFile: Sendable {
         unlink(path)
     }
 
-    /// fsync the file, rename it over the destination, then (when `syncFolder`) fsync the folder.
-    /// A caller that passes `syncFolder: false` must call `TempFile.syncFolder(of:)` before it
-    /// treats the rename as durable (this lets it sync a folder once for many files).
-    public func place(descriptor fd: Int32, syncFolder: Bool = true) throws {
-        guard fsync(fd) == 0 else { throw TransferIOError.errno("cannot flush \(path) to disk") }
-        try moveIntoPlace(descriptor: fd)
-        if syncFolder { Self.syncFolder(of: destination) }
-    }
-
     /// Renames the temp file over the destination, refusing a destination that is a folder, and
     /// refusing when the name no longer holds the open file `fd` (it was swapped since: what the
     /// name holds now was never checked). The caller must have made the file's bytes durable
-    /// first (see `place`, `VerifiedFile`).
+    /// first (see `VerifiedFile`).
     func moveIntoPlace(descriptor fd: Int32) throws {
         var info = stat()
         if lstat(destination, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
