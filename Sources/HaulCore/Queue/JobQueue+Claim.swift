@@ -31,9 +31,10 @@ extension JobQueue {
     ///
     /// Runnable: queued, next attempt time reached, host not paused, and the host has fewer
     /// running jobs with live leases than `perHostCap` — counted in the database, so claimers in
-    /// other processes are included (less the claimer's own `finished` leases). Hosts are visited round-robin (least recently claimed
-    /// first), so a host with a million jobs does not starve one with ten. Each claimed job gets
-    /// a fresh lease token, and its attempt is counted and recorded now.
+    /// other processes are included (less the claimer's own `finished` leases). Hosts are
+    /// visited round-robin (least recently claimed first), so a host with a million jobs does
+    /// not starve one with ten. Each claimed job gets a fresh lease token, and its attempt is
+    /// counted and recorded now.
     public func claim(_ request: ClaimRequest) throws -> [Lease] {
         guard request.limit > 0, request.perHostCap > 0 else { return [] }
         let now = clock()
