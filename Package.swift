@@ -14,6 +14,12 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        .systemLibrary(
+            name: "CCurl",
+            path: "Sources/CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
         // Build-time tool: turns Migrations/*.sql into Swift source so the binary carries them.
         .executableTarget(name: "MigrationEmbedder", path: "Sources/MigrationEmbedder"),
         .plugin(
@@ -26,7 +32,7 @@ let package = Package(
         .target(name: "CFileSync", path: "Sources/CFileSync"),
         .target(
             name: "HaulCore",
-            dependencies: ["CSQLite", "CFileSync"],
+            dependencies: ["CSQLite", "CCurl", "CFileSync"],
             path: "Sources/HaulCore",
             plugins: ["EmbedMigrationsPlugin"]
         ),

@@ -44,7 +44,7 @@ case "-h", "--help", "help":
     }
     exit(0)
 case "--version", "version":
-    Console.out("haul \(version)")
+    Console.out("haul \(version)\n\(CurlTransport.versionDescription)\nSQLite/\(Database.sqliteVersion)")
     exit(0)
 default:
     break

@@ -24,6 +24,9 @@ public final class Database {
         case write
     }
 
+    /// The version of the SQLite library haul runs on.
+    public static var sqliteVersion: String { String(cString: sqlite3_libversion()) }
+
     let handle: OpaquePointer
     public let path: String
     private var cache: [String: Statement] = [:]

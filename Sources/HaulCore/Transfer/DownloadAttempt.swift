@@ -1,8 +1,5 @@
 import Foundation
 import Synchronization
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// One attempt at downloading one job: decides how to resume, checks the response head before
 /// any byte is kept, streams the body into the temp file, verifies it and moves it into place.
@@ -41,7 +38,7 @@ public final class DownloadAttempt: BodySink {
 
         public var description: String {
             switch self {
-            case .http(let status, _): return "HTTP \(status) \(HTTPURLResponse.localizedString(forStatusCode: status))"
+            case .http(let status, _): return "HTTP \(status) \(HTTPStatus.reason(status))"
             case .transport(let why), .badRedirect(let why), .encoding(let why), .mustRestart(let why),
                  .length(let why), .disk(let why), .unsafeDestination(let why):
                 return why

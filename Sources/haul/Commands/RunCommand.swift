@@ -10,6 +10,7 @@ enum RunCommand: Command {
         .init(names: ["--stall"], value: "SECONDS", help: "Abandon an attempt after this long without data (default 60)."),
         .init(names: ["--timeout"], value: "SECONDS", help: "Abandon an attempt after this long in all (default: none)."),
         .init(names: ["--max-retry-after"], value: "SECONDS", help: "Honour a server's Retry-After up to this long (default 3600)."),
+        .init(names: ["--transport"], value: "NAME", help: "curl (default) or urlsession; also $HAUL_TRANSPORT."),
         .init(names: ["-q", "--quiet"], value: nil, help: "Print only the final summary."),
         .init(names: ["--json"], value: nil, help: "Print one JSON object per event, and the summary, on stdout."),
     ]
@@ -52,13 +53,31 @@ enum RunCommand: Command {
         return value
     }
 
+    /// The transport named by `--transport`, else by `HAUL_TRANSPORT`, else the default.
+    static func transportKind(_ arguments: ParsedArguments) throws -> TransportKind {
+        let names = TransportKind.allCases.map(\.rawValue).joined(separator: " or ")
+        if let name = arguments.value("--transport") {
+            guard let kind = TransportKind(name: name) else {
+                throw UsageError(message: "'--transport' is \(names), not '\(name)'", spec: spec)
+            }
+            return kind
+        }
+        if let name = ProcessInfo.processInfo.environment["HAUL_TRANSPORT"], !name.isEmpty {
+            guard let kind = TransportKind(name: name) else {
+                throw CommandFailure(message: "HAUL_TRANSPORT is '\(name)', which is not a transport: set it to \(names), or unset it")
+            }
+            return kind
+        }
+        return .default
+    }
+
     /// Runs the engine on `queue` until it finishes or is interrupted; returns the exit code.
     static func download(queue: JobQueue, options: EngineOptions, arguments: ParsedArguments) throws -> Int32 {
         let mode: RunReporter.Mode = arguments.flag("--json") ? .json
             : arguments.flag("--quiet") ? .quiet
             : isatty(STDERR_FILENO) == 1 ? .terminal : .plain
         let reporter = RunReporter(mode: mode)
-        let transport = URLSessionTransport(maxConnectionsPerHost: max(options.perHost, 1))
+        let transport = try transportKind(arguments).make(maxTransfers: options.workers)
         let engine = DownloadEngine(service: QueueService(queue), transport: transport, options: options) { event in
             reporter.report(event)
         }

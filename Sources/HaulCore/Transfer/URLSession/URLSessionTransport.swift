@@ -13,13 +13,12 @@ import Synchronization
 /// requested from its target); a fetch with no body byte for its stall timeout, or over its
 /// total timeout, is cancelled; body bytes go to the sink as they arrive.
 public final class URLSessionTransport: Transport {
-    public static let maximumRedirects = 10
-
     private let session: URLSession
     private let delegate: SessionDelegate
     private let watchdog: Task<Void, Never>
 
-    /// - Parameter maxConnectionsPerHost: the session's connection limit per host.
+    /// - Parameter maxConnectionsPerHost: the session's connection limit per host. Pass at least
+    ///   the number of transfers run at once: the engine, not the session, holds the per-host cap.
     public init(maxConnectionsPerHost: Int = 16, userAgent: String = "haul/\(HaulVersion.string)") {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpMaximumConnectionsPerHost = maxConnectionsPerHost
@@ -54,13 +53,13 @@ public final class URLSessionTransport: Transport {
     }
 
     public func fetch(_ request: FetchRequest, into sink: BodySink) async -> FetchResult {
-        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            return FetchResult(head: nil, failure: .badRedirect("refused to fetch a \(request.url.scheme ?? "scheme-less") URL: only http and https are fetched"))
+        if let refusal = RedirectPolicy.refusal(toStart: request.url) {
+            return FetchResult(head: nil, failure: .badRedirect(refusal))
         }
         // FoundationNetworking follows 301, 302, 303 and 307 itself (through the delegate, which
         // checks each hop); a 308 ends its task, so haul follows it here with the same checks.
         var current = request
-        var trail = RedirectTrail(visited: [request.url.absoluteString], hops: 0)
+        var trail = RedirectPolicy(start: request.url)
         while true {
             if Task.isCancelled { return FetchResult(head: nil, failure: .cancelled) }
             switch await perform(current, trail: trail, into: sink) {
@@ -73,7 +72,7 @@ public final class URLSessionTransport: Transport {
         }
     }
 
-    private func perform(_ request: FetchRequest, trail: RedirectTrail, into sink: BodySink) async -> TaskOutcome {
+    private func perform(_ request: FetchRequest, trail: RedirectPolicy, into sink: BodySink) async -> TaskOutcome {
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = "GET"
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
@@ -96,33 +95,10 @@ public final class URLSessionTransport: Transport {
     }
 }
 
-/// The redirects a fetch has followed so far, to cap hops and catch loops.
-private struct RedirectTrail: Sendable {
-    var visited: Set<String>
-    var hops: Int
-
-    /// Takes one more hop to `target`; returns why it is refused, or nil.
-    mutating func follow(to target: URL?) -> String? {
-        hops += 1
-        guard let target else { return "redirect without a usable Location" }
-        let shown = HTTPURL.redact(target.absoluteString)
-        guard let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            return "redirect to \(shown) refused: only http and https are fetched"
-        }
-        if hops > URLSessionTransport.maximumRedirects {
-            return "more than \(URLSessionTransport.maximumRedirects) redirects (the last to \(shown))"
-        }
-        if !visited.insert(target.absoluteString).inserted {
-            return "redirect loop (back to \(shown))"
-        }
-        return nil
-    }
-}
-
 /// How one URLSession task ended: with a result, or with a 308 redirect for haul to follow.
 private enum TaskOutcome: Sendable {
     case finished(FetchResult)
-    case permanentRedirect(URL, RedirectTrail)
+    case permanentRedirect(URL, RedirectPolicy)
 }
 
 /// Per-task state and the URLSession callbacks. All callbacks for the session run on its serial
@@ -137,7 +113,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         var lastActivity: ContinuousClock.Instant
         var head: ResponseHead?
         var failure: FetchFailure?
-        var trail: RedirectTrail
+        var trail: RedirectPolicy
         /// Set when a 308 is to be followed by a new task.
         var permanentRedirect: URL?
         /// Set while a small unwanted body (an error page) is read to its end and dropped, so the
@@ -155,7 +131,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
 
     private let entries = Mutex<[Int: Entry]>([:])
 
-    func register(task: URLSessionTask, request: FetchRequest, trail: RedirectTrail, sink: BodySink,
+    func register(task: URLSessionTask, request: FetchRequest, trail: RedirectPolicy, sink: BodySink,
                   continuation: CheckedContinuation<TaskOutcome, Never>) {
         let now = ContinuousClock.now
         entries.withLock {
@@ -206,9 +182,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         // FoundationNetworking resolves Location itself, and wrongly: a relative reference
         // replaces the whole path, and a URL without a host (file:///etc/passwd) becomes a path on
         // the current host. Resolve it here (RFC 3986) against the URL that answered.
-        let target = Self.location(of: response).flatMap {
-            URL(string: $0, relativeTo: response.url ?? task.currentRequest?.url)?.absoluteURL
-        }
+        let target = RedirectPolicy.target(location: Self.location(of: response), from: response.url ?? task.currentRequest?.url)
         let refusal: String? = entries.withLock { table in
             guard var entry = table[id] else { return "unknown task" }
             entry.lastActivity = .now
@@ -250,7 +224,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         }
         if http.statusCode == 308 {
             // Not followed by FoundationNetworking: end this task and follow it in `fetch`.
-            let target = Self.location(of: http).flatMap { URL(string: $0, relativeTo: http.url)?.absoluteURL }
+            let target = RedirectPolicy.target(location: Self.location(of: http), from: http.url)
             let refusal: String? = entries.withLock { table in
                 guard var entry = table[id] else { return "unknown task" }
                 entry.lastActivity = .now

@@ -1,0 +1,261 @@
+import CCurl
+import Foundation
+import Synchronization
+
+/// One fetch on a `CurlMultiLoop`: the options it sets on its easy handle, the callbacks that
+/// turn libcurl's header lines and body pieces into one `ResponseHead` and `BodySink` calls, the
+/// redirects it follows, and how it ends.
+///
+/// Guarantees: the sink's `head` is called once, with the final response's head, before any of
+/// its body bytes reach `body`; a redirect's head and body never reach the sink; a refused head
+/// writes nothing (a small body is read to its end and dropped so the connection is kept, a
+/// large one cut); the continuation is resumed exactly once.
+///
+/// `@unchecked Sendable`: once submitted, every property but `cancelRequested` is read and
+/// written only on the loop's thread (the libcurl callbacks run there too); the submitting task
+/// hands it over through the loop's locked inbox and touches only `cancelRequested` after that.
+final class CurlEasyTransfer: @unchecked Sendable {
+    /// What the response being read is for.
+    private enum Phase {
+        /// Reading header lines.
+        case head
+        /// Streaming an accepted body to the sink.
+        case body
+        /// Reading a refused body to its end and dropping it, until the deadline.
+        case draining(deadline: UInt64)
+        /// Reading a redirect's body to its end; then the next hop goes to `target`.
+        case redirect(target: URL)
+    }
+
+    /// How the transfer ended on its handle: with a result, or with another hop to make.
+    enum Completion {
+        case finished(FetchResult)
+        case redirect(URL)
+    }
+
+    /// Unwanted bodies up to this size are read and dropped rather than cut off.
+    static let drainLimit: Int64 = 64 * 1024
+    /// How long such a body may take.
+    static let drainNanoseconds: UInt64 = 5_000_000_000
+
+    let request: FetchRequest
+    let sink: BodySink
+    var continuation: CheckedContinuation<FetchResult, Never>?
+    /// Set from any thread to ask the loop to cancel this transfer.
+    let cancelRequested = Atomic<Bool>(false)
+
+    private(set) var url: URL
+    private var redirects: RedirectPolicy
+    private let started: UInt64
+    private var lastActivity: UInt64
+    private var phase = Phase.head
+    private var status = 0
+    private var headers: [String: String] = [:]
+    private var lastHeaderName: String?
+    private var head: ResponseHead?
+    private var failure: FetchFailure?
+    private var dropped: Int64 = 0
+    /// The easy handle while the transfer runs, and the header list it points to.
+    var easy: CurlEasy?
+    private var headerList: CurlHeaderList?
+
+    init(request: FetchRequest, sink: BodySink) {
+        self.request = request
+        self.sink = sink
+        url = request.url
+        redirects = RedirectPolicy(start: request.url)
+        started = Monotonic.now
+        lastActivity = started
+    }
+
+    // MARK: Options
+
+    /// Sets every option of this hop on `easy` (already reset).
+    func configure(_ easy: CurlEasy, options: CurlTransport.Options) {
+        self.easy = easy
+        easy.set(CURLOPT_URL, url.absoluteString)
+        easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
+        easy.set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        easy.set(CURLOPT_FOLLOWLOCATION, 0)  // haul follows redirects itself (RedirectPolicy)
+        easy.set(CURLOPT_NOSIGNAL, 1)
+        easy.set(CURLOPT_BUFFERSIZE, options.receiveBufferSize)
+        easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
+        easy.set(CURLOPT_PIPEWAIT, 1)  // wait to multiplex on an HTTP/2 connection rather than open another
+        easy.set(CURLOPT_TCP_KEEPALIVE, 1)
+        easy.set(CURLOPT_USERAGENT, options.userAgent)
+        if let file = options.caFile { easy.set(CURLOPT_CAINFO, file) }
+        if let folder = options.caPath { easy.set(CURLOPT_CAPATH, folder) }
+        // No CURLOPT_ACCEPT_ENCODING: bytes are never decoded, and identity is asked for.
+        var lines = ["Accept-Encoding: identity"]
+        for (name, value) in request.headers where name.lowercased() != "accept-encoding" {
+            lines.append("\(name): \(value)")
+        }
+        let list = CurlHeaderList(lines)
+        headerList = list
+        easy.set(CURLOPT_HTTPHEADER, list: list.raw)
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        easy.set(CURLOPT_PRIVATE, pointer: context)
+        easy.set(CURLOPT_HEADERFUNCTION, function: CurlCallbacks.header)
+        easy.set(CURLOPT_HEADERDATA, pointer: context)
+        easy.set(CURLOPT_WRITEFUNCTION, function: CurlCallbacks.write)
+        easy.set(CURLOPT_WRITEDATA, pointer: context)
+    }
+
+    /// Lets go of the handle and the header list once the handle has left the multi handle.
+    func detach() -> CurlEasy? {
+        defer { easy = nil; headerList = nil }
+        return easy
+    }
+
+    // MARK: Callbacks (the loop's thread)
+
+    /// One header line (with its CRLF). Returns false to stop the transfer.
+    func receiveHeader(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        lastActivity = Monotonic.now
+        guard case .head = phase else { return true }  // trailers of a chunked body
+        var end = bytes.count
+        while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
+        let line = UnsafeRawBufferPointer(rebasing: bytes[..<end])
+        if line.isEmpty { return headEnded() }
+        if line.starts(with: "HTTP/".utf8) {
+            // A new response (after a 100 Continue, say): its status, and no headers yet.
+            let text = String(decoding: line, as: UTF8.self)
+            let fields = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
+            status = fields.count > 1 ? Int(fields[1]) ?? 0 : 0
+            headers = [:]
+            lastHeaderName = nil
+            return true
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        if line[0] == 0x20 || line[0] == 0x09 {
+            // An obsolete folded line continues the previous header.
+            if let name = lastHeaderName { headers[name, default: ""] += " " + text.trimmingCharacters(in: .whitespaces) }
+            return true
+        }
+        guard let colon = text.firstIndex(of: ":") else { return true }
+        let name = text[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
+        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        if let earlier = headers[name] { headers[name] = earlier + ", " + value } else { headers[name] = value }
+        lastHeaderName = name
+        return true
+    }
+
+    /// The blank line after a response's headers: decide what its body is for.
+    private func headEnded() -> Bool {
+        if (100..<200).contains(status) { return true }  // an interim response; the real one follows
+        if RedirectPolicy.isRedirect(status) {
+            let target = RedirectPolicy.target(location: headers["location"], from: url)
+            if let refusal = redirects.follow(to: target) {
+                failure = .badRedirect(refusal)
+                return false
+            }
+            phase = .redirect(target: target!)
+            return true
+        }
+        let head = ResponseHead(status: status, headers: headers, url: url)
+        self.head = head
+        switch sink.head(head) {
+        case .accept:
+            phase = .body
+            return true
+        case .reject(let reason):
+            failure = .rejected(reason)
+            guard let length = head.contentLength, length <= Self.drainLimit else { return false }
+            // Read the small body to its end instead of cutting the connection: the server then
+            // sees the request finish before haul sends another one on it.
+            phase = .draining(deadline: Monotonic.now + Self.drainNanoseconds)
+            return true
+        }
+    }
+
+    /// Body bytes. Returns false to stop the transfer.
+    func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        lastActivity = Monotonic.now
+        switch phase {
+        case .body:
+            do {
+                try sink.body(bytes)  // a blocking write: a slow disk stops the socket being read
+                return true
+            } catch {
+                failure = .rejected(String(describing: error))
+                return false
+            }
+        case .draining, .redirect:
+            dropped += Int64(bytes.count)
+            return dropped <= Self.drainLimit
+        case .head:
+            failure = .transport("the server sent a body before its headers ended")
+            return false
+        }
+    }
+
+    // MARK: Ending
+
+    /// Why the transfer must be stopped now, if it must (`now` in monotonic nanoseconds).
+    func expired(now: UInt64) -> FetchFailure? {
+        if case .draining(let deadline) = phase, now > deadline { return failure }
+        if let total = request.totalTimeout, now > started + Self.nanoseconds(total) { return .timedOut(total) }
+        if now > lastActivity + Self.nanoseconds(request.stallTimeout) { return .stalled(request.stallTimeout) }
+        return nil
+    }
+
+    /// The next moment `expired` could say yes.
+    var nextDeadline: UInt64 {
+        var deadline = lastActivity + Self.nanoseconds(request.stallTimeout)
+        if let total = request.totalTimeout { deadline = min(deadline, started + Self.nanoseconds(total)) }
+        if case .draining(let drain) = phase { deadline = min(deadline, drain) }
+        return deadline
+    }
+
+    /// The handle finished with `code` (or was stopped for `stopped`): the result, or the next hop.
+    func complete(_ code: CURLcode, stopped: FetchFailure? = nil) -> Completion {
+        if stopped == nil, failure == nil, case .redirect(let target) = phase {
+            url = target
+            phase = .head
+            status = 0
+            headers = [:]
+            dropped = 0
+            return .redirect(target)
+        }
+        if let failure = failure ?? stopped { return .finished(FetchResult(head: head, failure: failure)) }
+        if code == CURLE_OK {
+            guard head != nil else { return .finished(FetchResult(head: nil, failure: .transport("the server sent no response"))) }
+            return .finished(FetchResult(head: head, failure: nil))
+        }
+        let failure = CurlFailure.failure(code, message: easy?.errorMessage ?? "",
+                                          osErrno: easy?.info(CURLINFO_OS_ERRNO) ?? 0)
+        return .finished(FetchResult(head: head, failure: failure))
+    }
+
+    private static func nanoseconds(_ seconds: TimeInterval) -> UInt64 {
+        seconds >= 1e9 ? UInt64.max / 2 : UInt64(max(0, seconds) * 1e9)
+    }
+}
+
+/// The C callbacks libcurl calls; each finds its transfer through the context pointer, which the
+/// loop's table keeps alive while the handle exists.
+enum CurlCallbacks {
+    static let header: curl_write_callback = { data, size, count, context in
+        let length = size * count
+        guard let data, let context else { return 0 }
+        let transfer = Unmanaged<CurlEasyTransfer>.fromOpaque(context).takeUnretainedValue()
+        return transfer.receiveHeader(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
+    }
+
+    static let write: curl_write_callback = { data, size, count, context in
+        let length = size * count
+        guard let context else { return 0 }
+        let transfer = Unmanaged<CurlEasyTransfer>.fromOpaque(context).takeUnretainedValue()
+        guard let data, length > 0 else { return length }
+        return transfer.receiveBody(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds.
+enum Monotonic {
+    static var now: UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
+    }
+}

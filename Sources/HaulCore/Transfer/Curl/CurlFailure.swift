@@ -1,0 +1,39 @@
+import CCurl
+import Foundation
+
+/// What a libcurl result code means to haul: a `FetchFailure` whose reason says what failed and,
+/// where it helps, what the user can do.
+///
+/// Guarantees: never throws away libcurl's own message (it follows the reason); a failure that
+/// waiting cannot mend (TLS trust, a refused scheme, a malformed URL) says so in its words.
+enum CurlFailure {
+    static func failure(_ code: CURLcode, message: String, osErrno: Int) -> FetchFailure {
+        let detail = message.isEmpty ? String(cString: curl_easy_strerror(code)) : message
+        switch code {
+        case CURLE_COULDNT_CONNECT:
+            return .transport(osErrno == Int(ECONNREFUSED) ? "connection refused" : "cannot connect: \(detail)")
+        case CURLE_COULDNT_RESOLVE_HOST:
+            return .transport("host not found (DNS): \(detail)")
+        case CURLE_COULDNT_RESOLVE_PROXY:
+            return .transport("proxy host not found (DNS): \(detail)")
+        case CURLE_PARTIAL_FILE, CURLE_RECV_ERROR, CURLE_SEND_ERROR:
+            return .transport("connection lost mid-transfer: \(detail)")
+        case CURLE_GOT_NOTHING:
+            return .transport("the server closed the connection without answering")
+        case CURLE_OPERATION_TIMEDOUT:
+            return .transport("timed out: \(detail)")
+        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR,
+             CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS:
+            return .transport("TLS failure, the server's certificate is not trusted: \(detail)")
+        case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_ENGINE_NOTFOUND,
+             CURLE_SSL_SHUTDOWN_FAILED, CURLE_USE_SSL_FAILED:
+            return .transport("TLS failure: \(detail)")
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            return .badRedirect("refused: only http and https are fetched (\(detail))")
+        case CURLE_URL_MALFORMAT:
+            return .badRedirect("invalid URL: \(detail)")
+        default:
+            return .transport("transfer failed: \(detail) (curl error \(code.rawValue))")
+        }
+    }
+}

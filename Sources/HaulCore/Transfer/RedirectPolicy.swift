@@ -1,0 +1,54 @@
+import Foundation
+
+/// The redirects one fetch has followed so far, judged the same way by every transport.
+///
+/// Guarantees: a hop is taken only to an http or https URL, at most `maximumHops` times, never
+/// back to a URL already visited; the Location is resolved by haul (RFC 3986, against the URL
+/// that answered), never by the transport's library; refusals name the target with its
+/// credentials redacted.
+public struct RedirectPolicy: Sendable {
+    public static let maximumHops = 10
+
+    /// Statuses that redirect a GET (300 and 304 do not).
+    public static func isRedirect(_ status: Int) -> Bool {
+        status == 301 || status == 302 || status == 303 || status == 307 || status == 308
+    }
+
+    /// The target of a redirect from `current` with this Location value (nil: none usable).
+    public static func target(location: String?, from current: URL?) -> URL? {
+        guard let location = location?.trimmingCharacters(in: .whitespaces), !location.isEmpty else { return nil }
+        return URL(string: location, relativeTo: current)?.absoluteURL
+    }
+
+    /// Why a fetch of `url` must not even start (a scheme other than http and https), or nil.
+    public static func refusal(toStart url: URL) -> String? {
+        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            return "refused to fetch a \(url.scheme ?? "scheme-less") URL: only http and https are fetched"
+        }
+        return nil
+    }
+
+    private var visited: Set<String>
+    public private(set) var hops = 0
+
+    public init(start: URL) {
+        visited = [start.absoluteString]
+    }
+
+    /// Takes one more hop to `target`; returns why it is refused, or nil.
+    public mutating func follow(to target: URL?) -> String? {
+        hops += 1
+        guard let target else { return "redirect without a usable Location" }
+        let shown = HTTPURL.redact(target.absoluteString)
+        guard let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            return "redirect to \(shown) refused: only http and https are fetched"
+        }
+        if hops > Self.maximumHops {
+            return "more than \(Self.maximumHops) redirects (the last to \(shown))"
+        }
+        if !visited.insert(target.absoluteString).inserted {
+            return "redirect loop (back to \(shown))"
+        }
+        return nil
+    }
+}
