@@ -1,33 +1,35 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import HaulTestSupport
 import XCTest
 @testable import HaulCore
 
-/// HTTP edge cases of one download attempt — `DownloadAttempt` over `URLSessionTransport` against
-/// the loopback fault server — and what `RetryPolicy` makes of the outcome: what is resumed,
-/// appended, placed or refused. A resume is simulated by leaving a partial temp file and passing
-/// the validator and length a previous attempt would have stored.
+/// The transport contract: HTTP edge cases of one download attempt — `DownloadAttempt` over each
+/// transport (`TransportKind.allCases`) against the loopback fault server — and what
+/// `RetryPolicy` makes of the outcome: what is resumed, appended, placed or refused. A resume is
+/// simulated by leaving a partial temp file and passing the validator and length a previous
+/// attempt would have stored. Each case runs once per transport, on a fresh server and folder.
 final class DownloadAttemptEdgeTests: XCTestCase {
     private var server: FaultServer!
-    private var transport: URLSessionTransport!
+    private var transport: (any Transport)!
     private var folder: TempDirectory!
 
-    override func setUpWithError() throws {
-        try super.setUpWithError()
-        server = try FaultServer()
-        transport = URLSessionTransport()
-        folder = try makeTempDirectory()
-    }
-
-    override func tearDown() {
-        transport?.cancelAll()
-        transport = nil
-        if let server { XCTAssertTrue(server.stop(timeout: 3), "server threads did not finish") }
-        server = nil
-        super.tearDown()
+    /// Runs `check` once per transport, each time on a new server, folder and transport; a
+    /// failure is followed by one naming the transport it happened with.
+    private func eachTransport(_ check: () async throws -> Void) async throws {
+        for kind in TransportKind.allCases {
+            let failuresBefore = testRun?.totalFailureCount ?? 0
+            server = try FaultServer()
+            folder = try makeTempDirectory()
+            transport = try kind.make(maxTransfers: 16)
+            do { try await check() } catch { XCTFail("\(error)") }
+            transport.cancelAll()
+            transport = nil
+            XCTAssertTrue(server.stop(timeout: 3), "server threads did not finish")
+            server = nil
+            if (testRun?.totalFailureCount ?? 0) > failuresBefore {
+                XCTFail("the failures above happened with the \(kind.rawValue) transport")
+            }
+        }
     }
 
     /// The resource: 1000 bytes that differ from their neighbours, so a splice shows.
@@ -107,7 +109,9 @@ final class DownloadAttemptEdgeTests: XCTestCase {
 
     /// A 206 is appended only when it carries exactly the rest: from the offset asked for, through
     /// the end, of a representation of the same total length. Anything else writes nothing.
-    func testPartialContentThatDoesNotContinueTheFileIsNeverAppended() async throws {
+    func testPartialContentThatDoesNotContinueTheFileIsNeverAppended() async throws { try await eachTransport(checkPartialContentThatDoesNotContinueTheFileIsNeverAppended) }
+
+    private func checkPartialContentThatDoesNotContinueTheFileIsNeverAppended() async throws {
         let data = Self.data
         let bigger = Data(data.reversed()) + Data(repeating: 0xAB, count: 200)
         let cases: [(String, FaultServer.Headers, Data)] = [
@@ -140,7 +144,9 @@ final class DownloadAttemptEdgeTests: XCTestCase {
 
     /// A 206 whose body is longer or shorter than its own Content-Range is never placed; nothing
     /// past the announced total is written, and what is kept is a true prefix of the file.
-    func testPartialContentLongerOrShorterThanItsRangeIsNotPlaced() async throws {
+    func testPartialContentLongerOrShorterThanItsRangeIsNotPlaced() async throws { try await eachTransport(checkPartialContentLongerOrShorterThanItsRangeIsNotPlaced) }
+
+    private func checkPartialContentLongerOrShorterThanItsRangeIsNotPlaced() async throws {
         let data = Self.data
         let headers: FaultServer.Headers = ["ETag": Self.etag, "Content-Range": "bytes 400-999/1000"]
         server.route("/long", FaultServer.Response(status: 206, headers: headers, body: Data(data[400...]) + Data(repeating: 0x58, count: 100)))
@@ -166,7 +172,9 @@ final class DownloadAttemptEdgeTests: XCTestCase {
     /// Only a strong validator is kept to resume with: after a weak ETag, or a Last-Modified not at
     /// least a second before Date, the next attempt starts over without Range or If-Range; after a
     /// Last-Modified a second or more before Date, If-Range carries that date.
-    func testOnlyStrongValidatorsLeadToAResume() async throws {
+    func testOnlyStrongValidatorsLeadToAResume() async throws { try await eachTransport(checkOnlyStrongValidatorsLeadToAResume) }
+
+    private func checkOnlyStrongValidatorsLeadToAResume() async throws {
         let data = Self.data
         let date = "Sun, 06 Nov 1994 08:49:37 GMT"
         let oneSecondEarlier = "Sun, 06 Nov 1994 08:49:36 GMT"
@@ -206,7 +214,9 @@ final class DownloadAttemptEdgeTests: XCTestCase {
 
     /// A 416 whose `bytes */N` equals the bytes kept means the partial file is the whole file: it
     /// is checked (sha256) and placed. Any other length, or another version, restarts.
-    func testRangeNotSatisfiableCompletesOnlyTheSameFile() async throws {
+    func testRangeNotSatisfiableCompletesOnlyTheSameFile() async throws { try await eachTransport(checkRangeNotSatisfiableCompletesOnlyTheSameFile) }
+
+    private func checkRangeNotSatisfiableCompletesOnlyTheSameFile() async throws {
         let data = Self.data
         server.route("/whole", FaultServer.file(data, etag: Self.etag))
         for (name, total, sha256) in [("a", Int64?(1000), String?(nil)), ("b", nil, nil), ("c", 1000, Self.sha256(data))] {
@@ -248,7 +258,9 @@ final class DownloadAttemptEdgeTests: XCTestCase {
     /// A body encoded although haul asked for identity is refused before a byte is written, on a
     /// fresh start or a resume; identity is fine. An encoded *error page* is still the error it
     /// reports: a 503 with Retry-After is retried after the delay, not failed for its encoding.
-    func testEncodedBodiesAreRefusedButEncodedErrorPagesAreStillRetried() async throws {
+    func testEncodedBodiesAreRefusedButEncodedErrorPagesAreStillRetried() async throws { try await eachTransport(checkEncodedBodiesAreRefusedButEncodedErrorPagesAreStillRetried) }
+
+    private func checkEncodedBodiesAreRefusedButEncodedErrorPagesAreStillRetried() async throws {
         let data = Self.data
         for (index, encoding) in ["gzip", " GZIP ", "x-gzip", "br", "deflate", "gzip, identity", "identity, gzip"].enumerated() {
             server.route("/e\(index)", FaultServer.Response.ok(data, headers: ["Content-Encoding": encoding]))
@@ -289,7 +301,9 @@ final class DownloadAttemptEdgeTests: XCTestCase {
     // MARK: - Framing
 
     /// One byte short of Content-Length: not placed, retried, and the bytes kept to resume.
-    func testBodyOneByteShortIsRetriedAndKeptForResume() async throws {
+    func testBodyOneByteShortIsRetriedAndKeptForResume() async throws { try await eachTransport(checkBodyOneByteShortIsRetriedAndKeptForResume) }
+
+    private func checkBodyOneByteShortIsRetriedAndKeptForResume() async throws {
         let data = Self.data
         server.route("/short", FaultServer.Response.ok(data, headers: ["ETag": Self.etag]).truncated(afterBytes: 999))
         let temp = try tempFile("short")
@@ -309,7 +323,9 @@ final class DownloadAttemptEdgeTests: XCTestCase {
     /// One byte more than Content-Length: the message is the announced bytes, nothing more, and the
     /// stray byte never ends up in the next response's file. When the true file is that byte longer,
     /// sha256 catches it: no wrong file is placed.
-    func testBodyOneByteLongNeverPlacesAWrongFile() async throws {
+    func testBodyOneByteLongNeverPlacesAWrongFile() async throws { try await eachTransport(checkBodyOneByteLongNeverPlacesAWrongFile) }
+
+    private func checkBodyOneByteLongNeverPlacesAWrongFile() async throws {
         let data = Self.data
         server.route("/extra", FaultServer.Response.ok(data).withExtraBytes(Data([0x21])))
         let reversed = Data(data.reversed())
@@ -342,7 +358,9 @@ final class DownloadAttemptEdgeTests: XCTestCase {
     }
 
     /// A chunked body cut before its last chunk (no `0\r\n\r\n`) is not a complete file.
-    func testChunkedBodyWithoutTerminatorIsNotPlaced() async throws {
+    func testChunkedBodyWithoutTerminatorIsNotPlaced() async throws { try await eachTransport(checkChunkedBodyWithoutTerminatorIsNotPlaced) }
+
+    private func checkChunkedBodyWithoutTerminatorIsNotPlaced() async throws {
         let data = Self.data
         server.route("/chunked", FaultServer.Response.ok(data, headers: ["ETag": Self.etag]).chunked(chunkSize: 256).withoutChunkedTerminator())
         let temp = try tempFile("chunked")
@@ -356,7 +374,9 @@ final class DownloadAttemptEdgeTests: XCTestCase {
 
     /// A 200 error page announcing more than it sends is not placed; one sent instead of the rest
     /// of a partial file appends nothing.
-    func testErrorPageWithTheWrongLengthIsNotPlaced() async throws {
+    func testErrorPageWithTheWrongLengthIsNotPlaced() async throws { try await eachTransport(checkErrorPageWithTheWrongLengthIsNotPlaced) }
+
+    private func checkErrorPageWithTheWrongLengthIsNotPlaced() async throws {
         let page = FaultServer.Response(status: 200, headers: ["Content-Type": "text/html"], body: "<html><h1>Temporarily unavailable</h1></html>")
         server.route("/page", page.declaringContentLength(5000).ending(.close))
         let fresh = try tempFile("page")
@@ -377,7 +397,9 @@ final class DownloadAttemptEdgeTests: XCTestCase {
 
     /// A small error page is read to its end and dropped, so the request ends cleanly at the
     /// server and the next request reuses the connection; a large one is cut off at its head.
-    func testSmallErrorPagesAreDrainedAndLargeOnesCut() async throws {
+    func testSmallErrorPagesAreDrainedAndLargeOnesCut() async throws { try await eachTransport(checkSmallErrorPagesAreDrainedAndLargeOnesCut) }
+
+    private func checkSmallErrorPagesAreDrainedAndLargeOnesCut() async throws {
         // 48 KiB, paced: the head arrives well before the end of the body.
         let page = String(repeating: "no such file\n", count: 48 * 1024 / 13)
         server.route("/missing", FaultServer.Response.text(page, status: 404).slowBody(bytesPerChunk: 8 * 1024, delay: 0.02))
@@ -415,7 +437,9 @@ final class DownloadAttemptEdgeTests: XCTestCase {
     /// Redirects the transport refuses (including through 308, which haul follows itself): a
     /// scheme other than http(s), a loop, no Location, more than 10 hops. Their targets are never
     /// requested, and the job fails for good.
-    func testRedirectsHaulWillNotFollow() async throws {
+    func testRedirectsHaulWillNotFollow() async throws { try await eachTransport(checkRedirectsHaulWillNotFollow) }
+
+    private func checkRedirectsHaulWillNotFollow() async throws {
         let data = Self.data
         let port = server.port
         server.route("/final", FaultServer.file(data, etag: Self.etag))
@@ -427,7 +451,8 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         server.route("/loop-b", FaultServer.Response.redirect(to: "/loop-a", status: 302))
         server.route("/no-location-308", FaultServer.Response.status(308))
         server.route("/no-location-302", FaultServer.Response.status(302))
-        // 11 hops, alternating 302 (followed by FoundationNetworking) and 308 (followed by haul).
+        // 11 hops, alternating 302 and 308 (FoundationNetworking follows the first itself, haul
+        // the second; libcurl follows neither: haul does).
         for hop in 0...10 {
             server.route("/hop\(hop)", FaultServer.Response.redirect(to: hop == 10 ? "/final" : "/hop\(hop + 1)",
                                                                    status: hop.isMultiple(of: 2) ? 302 : 308))
@@ -464,7 +489,9 @@ final class DownloadAttemptEdgeTests: XCTestCase {
 
     /// A body that stops mid-way trips the stall timeout; the bytes and validator are kept so the
     /// retry resumes where it stopped.
-    func testStallMidBodyKeepsThePartialForResume() async throws {
+    func testStallMidBodyKeepsThePartialForResume() async throws { try await eachTransport(checkStallMidBodyKeepsThePartialForResume) }
+
+    private func checkStallMidBodyKeepsThePartialForResume() async throws {
         let data = Self.data
         server.route("/stall", FaultServer.Response.ok(data, headers: ["ETag": Self.etag]).stalled(afterBytes: 300, .forever))
         let temp = try tempFile("stall")
@@ -482,7 +509,9 @@ final class DownloadAttemptEdgeTests: XCTestCase {
     }
 
     /// A body that never ends, but never stalls either, is cut by the total timeout and not placed.
-    func testEndlessBodyIsCutByTheTotalTimeout() async throws {
+    func testEndlessBodyIsCutByTheTotalTimeout() async throws { try await eachTransport(checkEndlessBodyIsCutByTheTotalTimeout) }
+
+    private func checkEndlessBodyIsCutByTheTotalTimeout() async throws {
         server.route("/endless", FaultServer.Response.endless().slowBody(bytesPerChunk: 1024, delay: 0.01))
         let temp = try tempFile("endless")
         let started = ContinuousClock.now

@@ -29,7 +29,10 @@ enum CurlFailure {
              CURLE_SSL_SHUTDOWN_FAILED, CURLE_USE_SSL_FAILED:
             return .transport("TLS failure: \(detail)")
         case CURLE_UNSUPPORTED_PROTOCOL:
-            return .badRedirect("refused: only http and https are fetched (\(detail))")
+            // Schemes are checked before libcurl sees a URL, so this is an answer that is not
+            // HTTP (curl: "Received HTTP/0.9 when not allowed"), e.g. a stray byte on a reused
+            // connection: worth another attempt.
+            return .transport("the server's answer is not HTTP: \(detail)")
         case CURLE_URL_MALFORMAT:
             return .badRedirect("invalid URL: \(detail)")
         default:
