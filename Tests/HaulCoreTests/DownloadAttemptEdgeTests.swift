@@ -485,6 +485,41 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         XCTAssertEqual(server.requests(path: "/d/x/final").first?.query, "q=1")
     }
 
+    // MARK: - Concurrency
+
+    /// Fetches to one host started together all run at once: a slow transfer never holds up
+    /// another one to the same host (the engine, not the transport, decides how many run per
+    /// host). The fetches start as the engine starts a batch of claimed jobs, slow and fast mixed.
+    func testASlowTransferDoesNotHoldUpAnotherToTheSameHost() async throws {
+        try await eachTransport(checkASlowTransferDoesNotHoldUpAnotherToTheSameHost)
+    }
+
+    private func checkASlowTransferDoesNotHoldUpAnotherToTheSameHost() async throws {
+        let slowBody = Data(repeating: 0x53, count: 128 * 1024)  // about 3 s at this pace
+        server.route("/slow", FaultServer.Response.ok(slowBody).slowBody(bytesPerChunk: 2048, delay: 0.05))
+        server.route("/fast", FaultServer.Response.ok(Self.data))
+        let transport: any Transport = self.transport
+        let started = ContinuousClock.now
+        var fetches: [(path: String, attempt: DownloadAttempt, task: Task<ContinuousClock.Instant, Never>)] = []
+        for index in 0..<6 {
+            let path = index.isMultiple(of: 2) ? "/slow" : "/fast"
+            let attempt = try DownloadAttempt(temp: try tempFile("t\(index)"), expectedSHA256: nil, storedValidator: nil, storedTotal: nil)
+            let request = FetchRequest(url: server.url(path), stallTimeout: 10)
+            fetches.append((path, attempt, Task {
+                _ = await transport.fetch(request, into: attempt)
+                return ContinuousClock.now
+            }))
+        }
+        for (path, attempt, task) in fetches {
+            let ended = await task.value
+            XCTAssertEqual(attempt.snapshot.bytesOnDisk, path == "/fast" ? 1000 : Int64(slowBody.count), path)
+            if path == "/fast" {
+                XCTAssertLessThan(ended - started, .seconds(1), "a fast transfer waited for a slow one")
+            }
+        }
+        XCTAssertEqual(server.requestCount(path: "/slow"), 3)
+    }
+
     // MARK: - Timeouts
 
     /// A body that stops mid-way trips the stall timeout; the bytes and validator are kept so the

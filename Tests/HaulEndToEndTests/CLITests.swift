@@ -32,7 +32,14 @@ final class CLITests: XCTestCase {
         }
         let version = try haul(["--version"])
         XCTAssertEqual(version.status, 0)
-        XCTAssertEqual(version.stdoutText, "haul \(HaulVersion.string)\n")
+        XCTAssertEqual(version.stdoutLines.first, "haul \(HaulVersion.string)")
+        // The libraries it runs on, with their own versions: libcurl with its TLS and HTTP/2
+        // libraries, then SQLite.
+        XCTAssertEqual(version.stdoutLines.count, 3, version.stdoutText)
+        let curl = version.stdoutLines.dropFirst().first ?? ""
+        XCTAssertTrue(curl.hasPrefix("libcurl/7.") || curl.hasPrefix("libcurl/8."), curl)
+        XCTAssertTrue(curl.contains("OpenSSL/") && curl.contains("nghttp2/"), curl)
+        XCTAssertTrue(version.stdoutLines.last?.hasPrefix("SQLite/3.") == true, version.stdoutText)
     }
 
     /// Every command the top-level help lists (so also ones added later) answers --help.
@@ -421,7 +428,7 @@ final class CLITests: XCTestCase {
         let copy = URL(fileURLWithPath: bin + "/haul")
         try FileManager.default.copyItem(at: try haulExecutable(), to: copy)
         let work = try directory.makeDirectory("work")
-        XCTAssertEqual(try haul(["--version"], in: work, binary: copy).stdoutText, "haul \(HaulVersion.string)\n")
+        XCTAssertEqual(try haul(["--version"], in: work, binary: copy).stdoutLines.first, "haul \(HaulVersion.string)")
         let added = try haul(["add", "https://e.org/a", "https://e.org/b"], in: work, binary: copy)
         XCTAssertEqual(added.status, 0, added.stderrText)
         let status = try haul(["status", "--json"], in: work, binary: copy)

@@ -80,7 +80,12 @@ final class CurlEasyTransfer: @unchecked Sendable {
         easy.set(CURLOPT_NOSIGNAL, 1)
         easy.set(CURLOPT_BUFFERSIZE, options.receiveBufferSize)
         easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
-        easy.set(CURLOPT_PIPEWAIT, 1)  // wait to multiplex on an HTTP/2 connection rather than open another
+        if url.scheme?.lowercased() == "https" {
+            // Over TLS, wait to multiplex on a connection being set up (it may be HTTP/2) rather
+            // than open another. Never over plain http: there libcurl 7.88 then queues the
+            // transfer behind the connection's current one until that one ends.
+            easy.set(CURLOPT_PIPEWAIT, 1)
+        }
         easy.set(CURLOPT_TCP_KEEPALIVE, 1)
         easy.set(CURLOPT_USERAGENT, options.userAgent)
         if let file = options.caFile { easy.set(CURLOPT_CAINFO, file) }
