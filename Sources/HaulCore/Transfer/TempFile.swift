@@ -30,11 +30,23 @@ public struct TempFile: Sendable {
         return (id, String(parts[1]))
     }
 
+    /// The resolution of CLOCK_REALTIME_COARSE, which file times are taken from, in whole ms.
+    static let coarseClockTick: Int = {
+        var resolution = timespec()
+        guard clock_getres(CLOCK_REALTIME_COARSE, &resolution) == 0 else { return 10 }
+        return max(1, (Int(resolution.tv_sec) * 1_000_000_000 + Int(resolution.tv_nsec) + 999_999) / 1_000_000)
+    }()
+
     /// Refuses a destination whose way there now runs through a symbolic link made after
     /// `since` (Unix ms). Links that existed when the job was added were checked then (see
     /// `DestinationResolver`); one made later (a folder swapped for a link) could lead outside
     /// the output folder, so the download must not follow it.
+    ///
+    /// A file's change time comes from the kernel's coarse clock, which runs up to one tick
+    /// (often 4 ms) behind the clock `since` was read from: a link made just after the add can
+    /// carry an earlier time, so links changed up to one tick before `since` count as new too.
     public func checkNoNewLinks(since: Int) throws {
+        let since = since - Self.coarseClockTick
         var current = ""
         for component in destination.parentFolder.split(separator: "/") {
             current += "/" + component
