@@ -3,8 +3,10 @@
  * Loaded with LD_PRELOAD, it makes every write(2) of 4 KiB or more sleep SLOW_WRITE_US
  * microseconds first, as a slow disk would block the writer. Body chunks reach the file through
  * write(2) (SQLite writes with pwrite(2), and log lines are short), so only the downloaded bytes
- * are slowed. Programs that write through stdio (curl, wget) call an internal write and are not
- * slowed: F runs only haul and the URLSession floor.
+ * are slowed. Both of haul's transports write in pieces of at most 16 KiB (URLSession's chunks;
+ * libcurl's write callback, whatever CURLOPT_BUFFERSIZE, gets at most CURL_MAX_WRITE_SIZE), so
+ * the delay per byte is the same for both. Programs that write through stdio (curl, wget) call
+ * an internal write and are not slowed: F runs only haul and the two floors.
  *
  *   cc -O2 -shared -fPIC slowwrite.c -o slowwrite.so -ldl
  */
