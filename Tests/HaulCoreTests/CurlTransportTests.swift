@@ -1,0 +1,71 @@
+import Foundation
+import HaulTestSupport
+import Synchronization
+import XCTest
+@testable import HaulCore
+
+/// What the libcurl transport promises beyond the contract every transport keeps (see
+/// `DownloadAttemptEdgeTests`): flow control. URLSession on Linux has none, so this is not a
+/// contract case.
+final class CurlTransportTests: XCTestCase {
+    /// A sink that holds its first body piece until released, as a disk that stops writing does.
+    private final class StalledDisk: BodySink {
+        private let release = DispatchSemaphore(value: 0)
+        private let received = Atomic<Int>(0)
+        private let stalled = DispatchSemaphore(value: 0)
+        private let first = Atomic<Bool>(true)
+
+        var bytes: Int { received.load(ordering: .relaxed) }
+
+        func head(_ head: ResponseHead) -> HeadDisposition { .accept }
+
+        func body(_ bytes: UnsafeRawBufferPointer) throws {
+            if first.exchange(false, ordering: .relaxed) {
+                stalled.signal()
+                _ = release.wait(timeout: .now() + 30)
+            }
+            received.add(bytes.count, ordering: .relaxed)
+        }
+
+        /// Waits (on a thread of its own) until the first body piece is being held.
+        func waitUntilStalled() async -> Bool {
+            await withCheckedContinuation { continuation in
+                Thread { continuation.resume(returning: self.stalled.wait(timeout: .now() + 10) == .success) }.start()
+            }
+        }
+
+        func resume() { release.signal() }
+    }
+
+    /// This process's resident memory, in bytes.
+    private static func residentBytes() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let fields = text.split(separator: " ")
+        return fields.count > 1 ? (Int(fields[1]) ?? 0) * Int(sysconf(Int32(_SC_PAGESIZE))) : 0
+    }
+
+    /// A body that arrives far faster than it can be written waits in the socket, not in memory:
+    /// while the sink holds a write for a second and a half, an endless body from loopback (which
+    /// would fill gigabytes in that time) adds almost nothing to this process's memory.
+    func testASinkThatStopsWritingSlowsTheSocketNotMemory() async throws {
+        let server = try FaultServer()
+        defer { server.stop(timeout: 3) }
+        server.route("/endless", FaultServer.Response.endless(pattern: Data(repeating: 0x5A, count: 64 * 1024)))
+        let transport = try CurlTransport()
+        let disk = StalledDisk()
+        let request = FetchRequest(url: server.url("/endless"), stallTimeout: 30, totalTimeout: 4)
+        let fetch = Task { await transport.fetch(request, into: disk) }
+
+        let stalled = await disk.waitUntilStalled()
+        XCTAssertTrue(stalled, "no body arrived")
+        let before = Self.residentBytes()
+        try await Task.sleep(for: .milliseconds(1500))
+        let grown = Self.residentBytes() - before
+        disk.resume()
+        let result = await fetch.value
+
+        XCTAssertLessThan(grown, 16 << 20, "memory grew by \(grown >> 20) MiB while the sink held one write")
+        XCTAssertEqual(result.failure, .timedOut(4), "the endless body ends at the total timeout")
+        XCTAssertGreaterThan(disk.bytes, 1 << 20, "the body flowed again once the sink wrote")
+    }
+}
