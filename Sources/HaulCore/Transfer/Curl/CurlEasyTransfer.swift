@@ -114,35 +114,65 @@ final class CurlEasyTransfer: @unchecked Sendable {
 
     // MARK: Callbacks (the loop's thread)
 
-    /// One header line (with its CRLF). Returns false to stop the transfer.
+    /// One header line (with its CRLF). Returns false to stop the transfer. Parsed as bytes:
+    /// Foundation's trimming cost about 290 k instructions a response (callgrind, 2,000 files).
     func receiveHeader(_ bytes: UnsafeRawBufferPointer) -> Bool {
         lastActivity = Monotonic.now
         guard case .head = phase else { return true }  // trailers of a chunked body
         var end = bytes.count
         while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
-        let line = UnsafeRawBufferPointer(rebasing: bytes[..<end])
-        if line.isEmpty { return headEnded() }
-        if line.starts(with: "HTTP/".utf8) {
+        if end == 0 { return headEnded() }
+        if end >= 5, bytes[0] == 0x48, bytes[1] == 0x54, bytes[2] == 0x54, bytes[3] == 0x50, bytes[4] == 0x2F {  // "HTTP/"
             // A new response (after a 100 Continue, say): its status, and no headers yet.
-            let text = String(decoding: line, as: UTF8.self)
-            let fields = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
-            status = fields.count > 1 ? Int(fields[1]) ?? 0 : 0
+            status = Self.status(in: bytes, end: end)
             headers = [:]
             lastHeaderName = nil
             return true
         }
-        let text = String(decoding: line, as: UTF8.self)
-        if line[0] == 0x20 || line[0] == 0x09 {
+        if bytes[0] == 0x20 || bytes[0] == 0x09 {
             // An obsolete folded line continues the previous header.
-            if let name = lastHeaderName { headers[name, default: ""] += " " + text.trimmingCharacters(in: .whitespaces) }
+            if let name = lastHeaderName {
+                headers[name, default: ""] += " " + Self.text(bytes, Self.trimmed(bytes, 0..<end))
+            }
             return true
         }
-        guard let colon = text.firstIndex(of: ":") else { return true }
-        let name = text[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
-        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        guard let colon = bytes[..<end].firstIndex(of: 0x3A) else { return true }
+        let name = Self.text(bytes, Self.trimmed(bytes, 0..<colon), lowercased: true)
+        let value = Self.text(bytes, Self.trimmed(bytes, (colon + 1)..<end))
         if let earlier = headers[name] { headers[name] = earlier + ", " + value } else { headers[name] = value }
         lastHeaderName = name
         return true
+    }
+
+    /// The status code of a status line ("HTTP/1.1 200 OK", "HTTP/2 404"), or 0.
+    private static func status(in bytes: UnsafeRawBufferPointer, end: Int) -> Int {
+        guard var index = bytes[..<end].firstIndex(of: 0x20) else { return 0 }
+        while index < end, bytes[index] == 0x20 { index += 1 }
+        var status = 0
+        var digits = 0
+        while index < end, digits < 3, (0x30...0x39).contains(bytes[index]) {
+            status = status * 10 + Int(bytes[index] - 0x30)
+            index += 1
+            digits += 1
+        }
+        return digits == 3 ? status : 0
+    }
+
+    /// `range` without the spaces and tabs at either end.
+    private static func trimmed(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> Range<Int> {
+        var lower = range.lowerBound
+        var upper = range.upperBound
+        while lower < upper, bytes[lower] == 0x20 || bytes[lower] == 0x09 { lower += 1 }
+        while upper > lower, bytes[upper - 1] == 0x20 || bytes[upper - 1] == 0x09 { upper -= 1 }
+        return lower..<upper
+    }
+
+    private static func text(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, lowercased: Bool = false) -> String {
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[range])
+        guard lowercased, slice.contains(where: { (0x41...0x5A).contains($0) }) else {
+            return String(decoding: slice, as: UTF8.self)
+        }
+        return String(decoding: slice.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
     /// The blank line after a response's headers: decide what its body is for.
