@@ -10,6 +10,10 @@ int haul_wait_for_writeback(int fd) {
     return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
 }
 
+int haul_start_writeback(int fd, long long offset, long long length) {
+    return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE);
+}
+
 long long haul_filesystem_type(int fd) {
     struct statfs info;
     if (fstatfs(fd, &info) != 0) return -1;

@@ -12,6 +12,10 @@ int haul_syncfs(int fd);
 /// this file's own bytes made it.
 int haul_wait_for_writeback(int fd);
 
+/// Starts writing the dirty pages of `length` bytes from `offset` to the device, without waiting
+/// for them (sync_file_range(2) with WRITE only), so that a later fsync or syncfs finds less to do.
+int haul_start_writeback(int fd, long long offset, long long length);
+
 /// The file system type (statfs(2)'s f_type, e.g. 0xEF53 for ext4) of the file open as `fd`,
 /// or -1 with errno set.
 long long haul_filesystem_type(int fd);

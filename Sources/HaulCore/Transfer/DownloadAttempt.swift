@@ -1,3 +1,4 @@
+import CFileSync
 import Foundation
 import Synchronization
 
@@ -174,9 +175,21 @@ public final class DownloadAttempt: BodySink {
                 offset += count
             }
             state.hasher?.update(bytes)
+            let before = state.written
             state.written += Int64(bytes.count)
+            // A large file is made durable before it is placed: start writing its bytes to the
+            // device as they come, a window at a time, so the flush at the end waits for the
+            // last window only, not for the whole file (a hint: a failure here is not an error).
+            let window = Self.writebackWindow
+            if state.written / window > before / window {
+                let end = state.written / window * window
+                _ = haul_start_writeback(state.descriptor, end - window, window)
+            }
         }
     }
+
+    /// How many bytes of a body are written before their write-back to the device is started.
+    static let writebackWindow: Int64 = 8 << 20
 
     /// Decides, from the head alone, whether the body may be written; nil means yes.
     private func decide(_ head: ResponseHead, _ state: inout State) -> Failure? {

@@ -6,7 +6,7 @@ import Foundation
 ///
 /// Placing many small files one fsync at a time costs more than the downloads themselves, so
 /// a batch is placed in three steps, in this order: `makeDurable` (one syncfs per file system
-/// for the whole batch), then `place()` for each file whose bytes made it (the rename), then
+/// for a batch of several files, an fsync for each of one or two), then `place()` for each file whose bytes made it (the rename), then
 /// `TempFile.syncFolder(of:)` for each folder (the renames made durable). A file therefore never
 /// reaches its destination before its bytes are on disk.
 public struct VerifiedFile: Sendable {
@@ -17,7 +17,8 @@ public struct VerifiedFile: Sendable {
 
     /// Writes the bytes of every file in `files` to disk and returns, for each file (same
     /// order), nil or why its bytes may not be on disk. One syncfs(2) per file system writes
-    /// the whole batch; each file's own write-back errors are then read through its descriptor
+    /// the whole batch (when it holds at least `syncfsBatchSize` files: syncfs also waits for
+    /// every other dirty file there); each file's own write-back errors are then read through its descriptor
     /// (syncfs alone reports only errors of the file system as a whole). Where syncfs fails, or
     /// is not trusted on that file system, each file gets fsync(2) instead, so one bad file does
     /// not fail the others.
@@ -28,10 +29,15 @@ public struct VerifiedFile: Sendable {
             guard fstat(file.descriptor, &info) == 0 else { return .failure(.errno("cannot examine \(file.temp.path)")) }
             return .success(UInt64(info.st_dev))
         }
+        var filesOnDevice: [UInt64: Int] = [:]
+        for case .success(let device) in devices { filesOnDevice[device, default: 0] += 1 }
         var syncedDevices: [UInt64: Bool] = [:]
         for (file, device) in zip(files, devices) {
             guard case .success(let device) = device, syncedDevices[device] == nil else { continue }
-            syncedDevices[device] = Self.syncfsIsTrusted(for: file.descriptor) && haul_syncfs(file.descriptor) == 0
+            // syncfs writes every dirty file of the file system, the user's too: worth it for a
+            // batch of files, not for one or two, which get their own fsync.
+            syncedDevices[device] = filesOnDevice[device, default: 0] >= Self.syncfsBatchSize
+                && Self.syncfsIsTrusted(for: file.descriptor) && haul_syncfs(file.descriptor) == 0
         }
         return zip(files, devices).map { file, examined -> TransferIOError? in
             let device: UInt64
@@ -45,6 +51,9 @@ public struct VerifiedFile: Sendable {
             return written ? nil : TransferIOError.errno("cannot flush \(file.temp.path) to disk")
         }
     }
+
+    /// Batches with fewer files than this on one file system are flushed file by file.
+    static let syncfsBatchSize = 4
 
     /// Local block file systems whose syncfs writes and waits for every dirty file and flushes
     /// the device (ext4, XFS, btrfs, F2FS). Elsewhere (NFS, FUSE, …) syncfs may promise less
