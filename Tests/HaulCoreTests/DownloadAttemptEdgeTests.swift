@@ -39,21 +39,8 @@ final class DownloadAttemptEdgeTests: XCTestCase {
     // MARK: - Helpers
 
     /// How one attempt ended: its file placed, or why not.
-    private enum Result: Equatable {
-        case placed(bytes: Int64, status: Int)
-        case failed(DownloadAttempt.Failure, status: Int?)
-    }
-
-    private struct Outcome {
-        let result: Result
-        let fetch: FetchResult
-        let attempt: DownloadAttempt
-
-        var failure: DownloadAttempt.Failure? {
-            if case .failed(let failure, _) = result { return failure }
-            return nil
-        }
-    }
+    private typealias Result = AttemptResult
+    private typealias Outcome = AttemptOutcome
 
     /// The temp file for `out/NAME`, holding `partial` as an earlier attempt left it (nil: none).
     private func tempFile(_ name: String, holding partial: Data? = nil) throws -> TempFile {
@@ -65,29 +52,8 @@ final class DownloadAttemptEdgeTests: XCTestCase {
     /// One attempt at `path` into `temp`, resuming when `validator` is given and `temp` has bytes.
     private func download(_ path: String, into temp: TempFile, validator: Validator? = nil, total: Int64? = nil,
                           sha256: String? = nil, stall: TimeInterval = 10, timeout: TimeInterval? = nil) async throws -> Outcome {
-        let attempt = try DownloadAttempt(temp: temp, expectedSHA256: sha256, storedValidator: validator, storedTotal: total)
-        let request = FetchRequest(url: server.url(path), headers: attempt.requestHeaders, stallTimeout: stall, totalTimeout: timeout)
-        let fetch = await transport.fetch(request, into: attempt)
-        return Outcome(result: place(attempt.verify(fetch)), fetch: fetch, attempt: attempt)
-    }
-
-    /// Places a verified file as the engine places a batch (here, a batch of one): its bytes made
-    /// durable, the rename, then its folder flushed.
-    private func place(_ verification: DownloadAttempt.Verification) -> Result {
-        switch verification {
-        case .failed(let failure, let status):
-            return .failed(failure, status: status)
-        case .verified(let file):
-            defer { file.close() }
-            if let problem = VerifiedFile.makeDurable([file])[0] {
-                return .failed(.disk(problem.message), status: file.status)
-            }
-            do { try file.place() } catch {
-                return .failed(.disk(String(describing: error)), status: file.status)
-            }
-            TempFile.syncFolder(of: file.temp.destination)
-            return .placed(bytes: file.bytes, status: file.status)
-        }
+        try await AttemptOutcome.download(server.url(path), with: transport, into: temp, validator: validator, total: total,
+                                          sha256: sha256, stall: stall, timeout: timeout)
     }
 
     private func contents(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }

@@ -70,21 +70,8 @@ final class HTTPSTransportTests: XCTestCase {
                       + "(FoundationNetworking reads URLSessionCertificateAuthorityInfoFile only on Android)", file: file, line: line)
     }
 
-    private enum Result: Equatable {
-        case placed(bytes: Int64, status: Int)
-        case failed(DownloadAttempt.Failure, status: Int?)
-    }
-
-    private struct Outcome {
-        let result: Result
-        let fetch: FetchResult
-        let attempt: DownloadAttempt
-
-        var failure: DownloadAttempt.Failure? {
-            if case .failed(let failure, _) = result { return failure }
-            return nil
-        }
-    }
+    private typealias Result = AttemptResult
+    private typealias Outcome = AttemptOutcome
 
     /// The temp file for `out/NAME`, holding `partial` as an earlier attempt left it (nil: none).
     private func tempFile(_ name: String, holding partial: Data? = nil) throws -> TempFile {
@@ -96,27 +83,7 @@ final class HTTPSTransportTests: XCTestCase {
     /// One attempt at `url` into `temp` through `transport`, then placed as the engine places it.
     private func download(_ url: URL, with transport: any Transport, into temp: TempFile,
                           validator: Validator? = nil, total: Int64? = nil) async throws -> Outcome {
-        let attempt = try DownloadAttempt(temp: temp, expectedSHA256: nil, storedValidator: validator, storedTotal: total)
-        let request = FetchRequest(url: url, headers: attempt.requestHeaders, stallTimeout: 10, totalTimeout: 60)
-        let fetch = await transport.fetch(request, into: attempt)
-        return Outcome(result: place(attempt.verify(fetch)), fetch: fetch, attempt: attempt)
-    }
-
-    private func place(_ verification: DownloadAttempt.Verification) -> Result {
-        switch verification {
-        case .failed(let failure, let status):
-            return .failed(failure, status: status)
-        case .verified(let file):
-            defer { file.close() }
-            if let problem = VerifiedFile.makeDurable([file])[0] {
-                return .failed(.disk(problem.message), status: file.status)
-            }
-            do { try file.place() } catch {
-                return .failed(.disk(String(describing: error)), status: file.status)
-            }
-            TempFile.syncFolder(of: file.temp.destination)
-            return .placed(bytes: file.bytes, status: file.status)
-        }
+        try await AttemptOutcome.download(url, with: transport, into: temp, validator: validator, total: total, timeout: 60)
     }
 
     private func contents(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }
