@@ -53,6 +53,11 @@ static inline CURLcode haul_easy_getinfo_pointer(CURL *easy, CURLINFO info, void
     return curl_easy_getinfo(easy, info, value);
 }
 
+/// CURLPAUSE_CONT is a macro of macros, which Swift does not import.
+static inline CURLcode haul_easy_unpause(CURL *easy) {
+    return curl_easy_pause(easy, CURLPAUSE_CONT);
+}
+
 /// CURL_GLOBAL_ALL is a macro of macros, which Swift does not import.
 static inline CURLcode haul_curl_global_init(void) {
     return curl_global_init(CURL_GLOBAL_ALL);

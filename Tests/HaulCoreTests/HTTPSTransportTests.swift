@@ -139,17 +139,19 @@ final class HTTPSTransportTests: XCTestCase {
         try skipUntrusting(untrusting)
     }
 
-    /// A server whose certificate no trusted CA signed: the fetch fails as a transport failure
-    /// whose reason speaks of the certificate, and nothing is written.
+    /// A server whose certificate no trusted CA signed: the fetch is refused for good (waiting
+    /// will not make the certificate trusted), its reason speaks of the certificate, and nothing
+    /// is written.
     func testAnUntrustedCertificateFailsTheTransferAndWritesNothing() async throws {
         for kind in TransportKind.allCases {
             guard let transport = try transport(kind, trusting: nil) else { XCTFail("\(kind): no transport"); continue }
             defer { transport.cancelAll() }
             let temp = try tempFile("\(kind)-untrusted.bin")
             let outcome = try await download(server.url("/f.bin"), with: transport, into: temp)
-            guard case .transport(let reason)? = outcome.failure else {
-                XCTFail("\(kind): expected a transport failure, got \(outcome.result)"); continue
+            guard case .refused(let reason)? = outcome.failure else {
+                XCTFail("\(kind): expected a refusal, got \(outcome.result)"); continue
             }
+            XCTAssertEqual(RetryPolicy().decide(outcome.failure!, attempt: 1), .fail, "\(kind): an untrusted certificate is not retried")
             XCTAssertTrue(reason.lowercased().contains("certificate"), "\(kind): the reason does not name the certificate: \(reason)")
             XCTAssertNil(outcome.fetch.head, "\(kind): no response can come before the handshake")
             XCTAssertFalse(exists(temp.destination), "\(kind): something was placed")

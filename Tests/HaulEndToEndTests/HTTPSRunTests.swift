@@ -20,8 +20,8 @@ final class HTTPSRunTests: XCTestCase {
     }
 
     /// The default transport trusts the CA bundle named by `SSL_CERT_FILE` (as curl does, when
-    /// `CURL_CA_BUNDLE` does not name one), and without it refuses the server, with the reason
-    /// recorded and no file placed.
+    /// `CURL_CA_BUNDLE` does not name one), and without it refuses the server after one attempt,
+    /// with the reason (and what to do) recorded and no file placed.
     func testTheDefaultTransportTrustsTheBundleInSSLCertFile() throws {
         let h = try RunHarness(self)
         let server = try startServer()
@@ -30,13 +30,15 @@ final class HTTPSRunTests: XCTestCase {
         try server.write("a.bin", data)
         let url = server.url("/a.bin").absoluteString
 
-        let untrusted = try HaulProcess.run(h.haul, ["get", url, "-d", h.out, "--db", h.db, "--max-attempts", "1", "--quiet"],
+        let untrusted = try HaulProcess.run(h.haul, ["get", url, "-d", h.out, "--db", h.db, "--quiet"],
                                             environment: HaulProcess.environment(["SSL_CERT_FILE": "", "CURL_CA_BUNDLE": ""]),
                                             currentDirectory: h.temp.path, timeout: 30)
         XCTAssertEqual(untrusted.status, 1, untrusted.stdoutText + untrusted.stderrText)
         XCTAssertNil(h.contents("a.bin"))
-        let reason = try h.show(1)["last_error"] as? String ?? ""
-        XCTAssertTrue(reason.contains("certificate"), reason)
+        let job = try h.show(1)
+        let reason = job["last_error"] as? String ?? ""
+        XCTAssertTrue(reason.contains("certificate not trusted") && reason.contains("--cacert"), reason)
+        XCTAssertEqual(job["attempts"] as? Int, 1, "an untrusted certificate fails at once, not after retries")
 
         let retry = try h.run(["retry", "--failed"])
         XCTAssertEqual(retry.status, 0, retry.stderrText)

@@ -22,17 +22,20 @@ public struct URLListImporter {
     public let batchSize: Int
     public let maximumLineLength: Int
     public let maxAttempts: Int
+    /// The request profile of every job added (`JobQueue.storeProfile`), or nil.
+    public let profileID: Int?
     /// Called for every rejected line with its number and reason, in line order.
     public let onRejection: (_ line: Int, _ reason: InputLine.Rejection, _ text: String?) -> Void
 
     public init(queue: JobQueue, resolver: DestinationResolver, batchSize: Int = 64_000,
-                maximumLineLength: Int = 16 * 1024, maxAttempts: Int = 5,
+                maximumLineLength: Int = 16 * 1024, maxAttempts: Int = 5, profileID: Int? = nil,
                 onRejection: @escaping (_ line: Int, _ reason: InputLine.Rejection, _ text: String?) -> Void) {
         self.queue = queue
         self.resolver = resolver
         self.batchSize = batchSize
         self.maximumLineLength = maximumLineLength
         self.maxAttempts = maxAttempts
+        self.profileID = profileID
         self.onRejection = onRejection
     }
 
@@ -105,7 +108,7 @@ public struct URLListImporter {
 
     /// Writes one batch and reports its rejections, in line order.
     private func flush(_ batch: ParsedBatch, into summary: inout Summary) throws {
-        let outcomes = batch.jobs.isEmpty ? [] : try queue.add(batch.jobs, maxAttempts: maxAttempts)
+        let outcomes = batch.jobs.isEmpty ? [] : try queue.add(batch.jobs, maxAttempts: maxAttempts, profileID: profileID)
         var pending = batch.rejections[...]
         for (index, outcome) in outcomes.enumerated() {
             let number = batch.numbers[index]

@@ -22,6 +22,8 @@ public struct Job: Sendable, Equatable {
     public let createdAt: Int
     public let updatedAt: Int
     public let finishedAt: Int?
+    /// The request profile its add gave it (`JobQueue.profile(id:)`), or nil: defaults.
+    public let profileID: Int?
 
     /// The URL with any credentials hidden, for display.
     public var redactedURL: String { HTTPURL.redact(url) }
@@ -35,7 +37,7 @@ public struct Job: Sendable, Equatable {
         let t = table
         return "\(t)id, \(t)url, \(host), \(t)destination, \(t)state, \(t)attempts, \(t)max_attempts, \(t)next_attempt_at, "
             + "\(t)lease_token, \(t)lease_owner, \(t)lease_expires_at, \(t)last_status, \(t)last_error, \(t)expected_bytes, "
-            + "\(t)received_bytes, \(t)etag, \(t)last_modified, \(t)sha256, \(t)created_at, \(t)updated_at, \(t)finished_at"
+            + "\(t)received_bytes, \(t)etag, \(t)last_modified, \(t)sha256, \(t)created_at, \(t)updated_at, \(t)finished_at, \(t)profile_id"
     }
 
     init(row: Row) {
@@ -60,6 +62,7 @@ public struct Job: Sendable, Equatable {
         createdAt = row.int(18)
         updatedAt = row.int(19)
         finishedAt = row.optionalInt(20)
+        profileID = row.optionalInt(21)
     }
 }
 

@@ -38,13 +38,15 @@ extension JobQueue {
     /// Adds jobs in one transaction. Idempotent: the same URL for the same destination is one
     /// job; a destination that another URL already holds is rejected with that job's id.
     /// Destinations stay unique because the check and the insert share one write transaction.
-    public func add(_ lines: [InputLine], maxAttempts: Int = 5) throws -> [AddOutcome] {
-        try add(JobBatch(lines), maxAttempts: maxAttempts)
+    /// New jobs get the request profile `profileID` (see `storeProfile`); jobs already queued
+    /// keep theirs.
+    public func add(_ lines: [InputLine], maxAttempts: Int = 5, profileID: Int? = nil) throws -> [AddOutcome] {
+        try add(JobBatch(lines), maxAttempts: maxAttempts, profileID: profileID)
     }
 
-    /// `add(_:maxAttempts:)` for a compact batch: one outcome per entry, in order. New jobs get
-    /// ids in line order.
-    func add(_ batch: JobBatch, maxAttempts: Int) throws -> [AddOutcome] {
+    /// `add(_:maxAttempts:profileID:)` for a compact batch: one outcome per entry, in order. New
+    /// jobs get ids in line order.
+    func add(_ batch: JobBatch, maxAttempts: Int, profileID: Int? = nil) throws -> [AddOutcome] {
         guard !batch.isEmpty else { return [] }
         let now = clock()
         return try database.transaction(.write) {
@@ -57,7 +59,8 @@ extension JobQueue {
             var addedPerHost = [Int](repeating: 0, count: hostIDs.count)
 
             let holder = try database.statement("SELECT id, url, destination FROM jobs WHERE destination_key = ?")
-            var ids = JobIDs(after: try database.scalarInt("SELECT coalesce(max(id), 0) FROM jobs"))
+            let largestBefore = try database.scalarInt("SELECT coalesce(max(id), 0) FROM jobs")
+            var ids = JobIDs(after: largestBefore)
             // A placeholder, overwritten below: every entry gets exactly one outcome.
             var outcomes = [AddOutcome](repeating: .added(jobID: 0), count: batch.count)
             let (inserts, repeats) = batch.partitionedByKey()
@@ -81,6 +84,10 @@ extension JobQueue {
             }
             for index in repeats {
                 outcomes[Int(index)] = try outcome(of: Int(index), in: batch, holder: holder, newIDs: 0..<0)
+            }
+            if let profileID {
+                // Every job this transaction inserted has an id above the largest before it.
+                try database.run("UPDATE jobs SET profile_id = ? WHERE id > ?", profileID, largestBefore)
             }
             // The counters that triggers keep for updates (see Migrations/0002_counters.sql).
             let added = addedPerHost.reduce(0, +)

@@ -41,6 +41,8 @@ public actor DownloadEngine {
     private var stats = EngineStats()
     private var completedBytes: Int64 = 0
     private var failureReasons: [String: Int] = [:]
+    /// Request profiles read so far, by id (few: one per `add` that gave options).
+    private var profiles: [Int: RequestProfile] = [:]
 
     public init(service: QueueService, transport: Transport, options: EngineOptions,
                 events: @escaping @Sendable (EngineEvent) -> Void = { _ in }) {
@@ -330,8 +332,11 @@ public actor DownloadEngine {
                 }
                 await register(attempt, for: lease.token)
                 emit(.started(jobID: job.id, url: job.url, resumeFrom: resumeFrom))
-                let request = FetchRequest(url: url, headers: attempt.requestHeaders,
+                var request = FetchRequest(url: url, headers: attempt.requestHeaders,
                                            stallTimeout: options.stallTimeout, totalTimeout: options.totalTimeout)
+                if let profileID = job.profileID {
+                    Self.apply(try await profile(profileID), to: &request)
+                }
                 let fetched = await transport.fetch(request, into: attempt)
                 // Placing (fsync, rename) waits for the batch: see `prepare`.
                 result = attempt.verify(fetched)
@@ -345,6 +350,32 @@ public actor DownloadEngine {
         }
         await conclude(lease, temp: temp, result: result, resumeFrom: resumeFrom)
         await finished(lease.token)
+    }
+
+    /// The stored request profile `id`, read once per run.
+    private func profile(_ id: Int) async throws -> RequestProfile {
+        if let known = profiles[id] { return known }
+        let stored = try await service.perform { try $0.profile(id: id) }
+        guard let stored else { throw TransferIOError("its request options (profile \(id)) are missing from the database") }
+        profiles[id] = stored
+        return stored
+    }
+
+    /// Adds a job's request options to its request. The attempt's own headers (Range, If-Range)
+    /// come first and are never replaced: `add` refuses those names.
+    private static func apply(_ profile: RequestProfile, to request: inout FetchRequest) {
+        for (name, value) in profile.headers where request.headers[name] == nil {
+            request.headers[name] = value
+        }
+        request.userAgent = profile.userAgent
+        switch profile.netrc {
+        case .home?:
+            request.netrcFile = (ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()) + "/.netrc"
+        case .file(let path)?:
+            request.netrcFile = path
+        case nil:
+            break
+        }
     }
 
     /// Where blocking file work (fsync, rename) runs.

@@ -4,7 +4,8 @@ import Foundation
 /// the partial file be dropped), give up, or hand the job back untouched.
 ///
 /// Guarantees: 408, 425, 429, 500, 502, 503, 504 and transport failures are retried; other
-/// statuses, refused redirects and encoded bodies fail at once. A Retry-After in any RFC 9110
+/// statuses, refused redirects, encoded bodies and refused requests (an untrusted certificate)
+/// fail at once. A Retry-After in any RFC 9110
 /// form is honoured, capped at `maxRetryAfter`, and pauses the whole host; without one, the
 /// delay is exponential backoff with full jitter.
 public struct RetryPolicy: Sendable {
@@ -43,7 +44,7 @@ public struct RetryPolicy: Sendable {
             return .retry(delay: 0, pauseHost: nil, discardPartial: true)
         case .checksum:
             return .retry(delay: backoff.delay(afterAttempt: attempt), pauseHost: nil, discardPartial: true)
-        case .badRedirect, .encoding, .unsafeDestination:
+        case .badRedirect, .encoding, .unsafeDestination, .refused:
             return .fail
         case .cancelled:
             return .release

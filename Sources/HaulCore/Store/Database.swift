@@ -24,6 +24,16 @@ public final class Database {
         case write
     }
 
+    /// Makes the database file and its journal files (`-wal`, `-shm`, which SQLite creates with
+    /// the database's own mode) readable and writable by their owner only.
+    public func restrictToOwner() throws {
+        for file in [path, path + "-wal", path + "-shm"] {
+            if chmod(file, 0o600) != 0 && errno != ENOENT {
+                throw DatabaseError.io(path: file, operation: "restrict to its owner (chmod 600)", reason: String(cString: strerror(errno)))
+            }
+        }
+    }
+
     /// The version of the SQLite library haul runs on.
     public static var sqliteVersion: String { String(cString: sqlite3_libversion()) }
 

@@ -48,6 +48,8 @@ public enum DatabaseError: Error, CustomStringConvertible, Sendable, Equatable {
     case readOnly(path: String)
     case busy(path: String, seconds: Double)
     case openFailed(path: String, reason: String)
+    /// A file operation on the database's files failed.
+    case io(path: String, operation: String, reason: String)
 
     public var description: String {
         switch self {
@@ -63,6 +65,8 @@ public enum DatabaseError: Error, CustomStringConvertible, Sendable, Equatable {
             return "\(path) stayed locked by another process for \(seconds) s; try again when it is done"
         case .openFailed(let path, let reason):
             return "cannot open database \(path): \(reason)"
+        case .io(let path, let operation, let reason):
+            return "cannot \(operation) \(path): \(reason)"
         }
     }
 }

@@ -35,13 +35,16 @@ public final class DownloadAttempt: BodySink {
         case disk(String)
         /// The way to the destination changed so that writing there could leave the output folder.
         case unsafeDestination(String)
+        /// The request cannot succeed as asked, however often it is tried: an untrusted
+        /// certificate, an option the transport lacks. The reason says what to do.
+        case refused(String)
         case cancelled
 
         public var description: String {
             switch self {
             case .http(let status, _): return "HTTP \(status) \(HTTPStatus.reason(status))"
             case .transport(let why), .badRedirect(let why), .encoding(let why), .mustRestart(let why),
-                 .length(let why), .disk(let why), .unsafeDestination(let why):
+                 .length(let why), .disk(let why), .unsafeDestination(let why), .refused(let why):
                 return why
             case .checksum(let expected, let actual): return "sha256 mismatch: expected \(expected), got \(actual)"
             case .cancelled: return "cancelled"
@@ -271,6 +274,7 @@ public final class DownloadAttempt: BodySink {
             switch fetchFailure {
             case .badRedirect(let why): return fail(.badRedirect(why), status)
             case .cancelled: return fail(.cancelled, status)
+            case .untrusted(let why), .unsupported(let why): return fail(.refused(why), status)
             case .stalled, .timedOut, .transport, .rejected:
                 return fail(.transport(fetchFailure.description), status)
             }

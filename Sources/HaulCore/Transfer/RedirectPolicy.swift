@@ -5,7 +5,7 @@ import Foundation
 /// Guarantees: a hop is taken only to an http or https URL, at most `maximumHops` times, never
 /// back to a URL already visited; the Location is resolved by haul (RFC 3986, against the URL
 /// that answered), never by the transport's library; refusals name the target with its
-/// credentials redacted.
+/// credentials redacted; credential headers never follow a hop to another origin.
 public struct RedirectPolicy: Sendable {
     public static let maximumHops = 10
 
@@ -20,6 +20,20 @@ public struct RedirectPolicy: Sendable {
         return URL(string: location, relativeTo: current)?.absoluteURL
     }
 
+    /// Headers that carry credentials (lower-case): sent only to the request's own origin, never
+    /// to another one a redirect leads to (nor over plain http after https: another origin).
+    public static let credentialHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization"]
+
+    /// True when `a` and `b` have the same scheme, host and port (RFC 6454), default ports filled in.
+    public static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
+        func origin(_ url: URL) -> (String, String, Int)? {
+            guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else { return nil }
+            return (scheme, host, url.port ?? (scheme == "https" ? 443 : scheme == "http" ? 80 : -1))
+        }
+        guard let left = origin(a), let right = origin(b) else { return false }
+        return left == right
+    }
+
     /// Why a fetch of `url` must not even start (a scheme other than http and https), or nil.
     public static func refusal(toStart url: URL) -> String? {
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
@@ -30,8 +44,11 @@ public struct RedirectPolicy: Sendable {
 
     private var visited: Set<String>
     public private(set) var hops = 0
+    /// The URL the fetch began with: its origin alone gets the credential headers.
+    public let start: URL
 
     public init(start: URL) {
+        self.start = start
         visited = [start.absoluteString]
     }
 

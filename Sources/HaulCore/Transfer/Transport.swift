@@ -10,12 +10,26 @@ public struct FetchRequest: Sendable {
     public var stallTimeout: TimeInterval
     /// Cancel when the whole exchange takes longer than this (nil: no limit).
     public var totalTimeout: TimeInterval?
+    /// A User-Agent to send instead of the transport's own (`-A`).
+    public var userAgent: String?
+    /// A .netrc file to take credentials from, by host (`--netrc`, `--netrc-file`).
+    public var netrcFile: String?
 
-    public init(url: URL, headers: [String: String] = [:], stallTimeout: TimeInterval = 60, totalTimeout: TimeInterval? = nil) {
+    public init(url: URL, headers: [String: String] = [:], stallTimeout: TimeInterval = 60, totalTimeout: TimeInterval? = nil,
+                userAgent: String? = nil, netrcFile: String? = nil) {
         self.url = url
         self.headers = headers
         self.stallTimeout = stallTimeout
         self.totalTimeout = totalTimeout
+        self.userAgent = userAgent
+        self.netrcFile = netrcFile
+    }
+
+    /// The headers to send to `target`, a hop of this request: all of them on the request's
+    /// own origin, none of the credential headers anywhere else (see `RedirectPolicy`).
+    public func headers(toward target: URL) -> [String: String] {
+        guard !RedirectPolicy.sameOrigin(url, target) else { return headers }
+        return headers.filter { !RedirectPolicy.credentialHeaders.contains($0.key.lowercased()) }
     }
 }
 
@@ -59,6 +73,10 @@ public enum FetchFailure: Error, Sendable, Equatable, CustomStringConvertible {
     case rejected(String)
     /// Cancelled by haul (stopping, or the lease was lost).
     case cancelled
+    /// TLS verification failed: waiting will not help. Permanent.
+    case untrusted(String)
+    /// The transport cannot make this request as asked (an option it lacks). Permanent.
+    case unsupported(String)
 
     public var description: String {
         switch self {
@@ -68,6 +86,7 @@ public enum FetchFailure: Error, Sendable, Equatable, CustomStringConvertible {
         case .transport(let why): return why
         case .rejected(let why): return why
         case .cancelled: return "cancelled"
+        case .untrusted(let why), .unsupported(let why): return why
         }
     }
 }

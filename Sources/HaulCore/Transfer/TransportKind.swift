@@ -15,11 +15,24 @@ public enum TransportKind: String, CaseIterable, Sendable {
         self.init(rawValue: name.lowercased())
     }
 
-    /// A transport of this kind, for up to `maxTransfers` transfers at once.
-    public func make(maxTransfers: Int) throws -> any Transport {
+    /// Why a transport of this kind cannot be made as asked.
+    public struct Unsupported: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// A transport of this kind, for up to `maxTransfers` transfers at once, connecting as
+    /// `connection` asks. Throws `Unsupported` naming the options this kind lacks.
+    public func make(maxTransfers: Int, connection: ConnectionOptions = ConnectionOptions()) throws -> any Transport {
         switch self {
-        case .curl: return try CurlTransport()
-        case .urlsession: return URLSessionTransport(maxConnectionsPerHost: max(maxTransfers, 1))
+        case .curl:
+            return try CurlTransport(options: CurlTransport.Options(connection: connection))
+        case .urlsession:
+            let lacking = connection.requested
+            guard lacking.isEmpty else {
+                throw Unsupported(description: "\(lacking.joined(separator: ", ")) \(lacking.count == 1 ? "needs" : "need") the libcurl transport: "
+                                  + "URLSession on Linux cannot do \(lacking.count == 1 ? "it" : "them"); leave out --transport urlsession")
+            }
+            return URLSessionTransport(maxConnectionsPerHost: max(maxTransfers, 1))
         }
     }
 }

@@ -10,7 +10,7 @@ enum AddCommand: Command {
             .init(names: ["-i", "--input"], value: "FILE", help: "Read URL lines from FILE ('-' for standard input)."),
             .init(names: ["-d", "--dir"], value: "DIR", help: "Output folder for the files (default: the current folder)."),
             .init(names: ["--json"], value: nil, help: "Print the summary as JSON."),
-        ],
+        ] + RequestOptions.jobOptions,
         discussion: """
             Each input line is: URL [out=RELATIVE/PATH] [sha256=HEX]
             Blank lines and lines starting with '#' are ignored. Without out=, the file is named
@@ -19,6 +19,11 @@ enum AddCommand: Command {
 
             Every rejected line is reported on stderr as FILE:LINE: reason; the valid lines are
             queued all the same. Exit status: 0 when no line was rejected, 1 otherwise.
+
+            -H, -A, -u and --netrc are kept with the jobs this add queues, so every later run
+            sends them. Header values and passwords are never printed, and go only to each
+            job's own origin (never to another host a redirect leads to). A database holding
+            them is made readable by its owner only.
             """)
 
     static func run(_ arguments: ParsedArguments) throws -> Int32 {
@@ -48,10 +53,12 @@ enum AddCommand: Command {
         }
         defer { if descriptor > STDIN_FILENO { close(descriptor) } }
 
+        let profile = try RequestOptions.profile(arguments, spec: spec)
         let queue = try openQueue(arguments, create: true)
+        let profileID = try profile.map { try queue.storeProfile($0) }
         let resolver = DestinationResolver(directory: arguments.value("--dir") ?? ".")
         var source = "argument"
-        let importer = URLListImporter(queue: queue, resolver: resolver) { line, reason, text in
+        let importer = URLListImporter(queue: queue, resolver: resolver, profileID: profileID) { line, reason, text in
             var message = "haul: \(source == "argument" ? "argument \(line)" : "\(source):\(line)"): \(reason)"
             if let text, !text.isEmpty, !reason.description.contains(HTTPURL.redact(text)) {
                 message += " — \(Self.printable(HTTPURL.redact(text)))"

@@ -15,6 +15,8 @@ enum GetCommand: Command {
 
     static func run(_ arguments: ParsedArguments) throws -> Int32 {
         let options = try RunCommand.engineOptions(arguments, spec: spec)
+        let connection = try RequestOptions.connection(arguments, spec: spec)
+        let kind = try RunCommand.transportKind(arguments, spec: spec)
         var rejected = 0
         if !arguments.positionals.isEmpty || arguments.value("--input") != nil {
             let summary = try AddCommand.importInput(arguments, spec: spec)
@@ -24,7 +26,8 @@ enum GetCommand: Command {
             }
         }
         let queue = try openQueue(arguments)
-        let code = try RunCommand.download(queue: queue, options: options, arguments: arguments)
+        _ = kind  // checked before anything is queued
+        let code = try RunCommand.download(queue: queue, options: options, connection: connection, arguments: arguments, spec: spec)
         return code == 0 && rejected > 0 ? 1 : code
     }
 }

@@ -43,7 +43,7 @@ enum JobPresentation {
     }
 
     /// The block printed by `haul show`.
-    static func details(_ job: Job, attempts: [Attempt], now: Int) -> String {
+    static func details(_ job: Job, attempts: [Attempt], profile: RequestProfile? = nil, now: Int) -> String {
         var lines = [
             "job \(job.id)",
             "  url:          \(job.redactedURL)",
@@ -58,6 +58,7 @@ enum JobPresentation {
         if let status = job.lastStatus { lines.append("  last status:  \(status)") }
         if let error = job.lastError { lines.append("  last error:   \(HTTPURL.redact(error))") }
         if let sha = job.sha256 { lines.append("  sha256:       \(sha)") }
+        if let profile { lines.append("  request:      \(profile)") }  // names only, never values
         if let finished = job.finishedAt { lines.append("  finished:     \(Format.timestamp(finished))") }
         for attempt in attempts {
             var text = "  attempt \(attempt.number): \(Format.timestamp(attempt.startedAt))"

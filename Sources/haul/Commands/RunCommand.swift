@@ -13,7 +13,7 @@ enum RunCommand: Command {
         .init(names: ["--transport"], value: "NAME", help: "curl (default) or urlsession; also $HAUL_TRANSPORT."),
         .init(names: ["-q", "--quiet"], value: nil, help: "Print only the final summary."),
         .init(names: ["--json"], value: nil, help: "Print one JSON object per event, and the summary, on stdout."),
-    ]
+    ] + RequestOptions.connectionOptions
 
     static let spec = CommandSpec(
         name: "run",
@@ -31,7 +31,9 @@ enum RunCommand: Command {
     static func run(_ arguments: ParsedArguments) throws -> Int32 {
         try requireNoPositionals(arguments)
         let queue = try openQueue(arguments)
-        return try download(queue: queue, options: try engineOptions(arguments, spec: spec), arguments: arguments)
+        let options = try engineOptions(arguments, spec: spec)
+        let connection = try RequestOptions.connection(arguments, spec: spec)
+        return try download(queue: queue, options: options, connection: connection, arguments: arguments, spec: spec)
     }
 
     static func engineOptions(_ arguments: ParsedArguments, spec: CommandSpec) throws -> EngineOptions {
@@ -54,7 +56,7 @@ enum RunCommand: Command {
     }
 
     /// The transport named by `--transport`, else by `HAUL_TRANSPORT`, else the default.
-    static func transportKind(_ arguments: ParsedArguments) throws -> TransportKind {
+    static func transportKind(_ arguments: ParsedArguments, spec: CommandSpec) throws -> TransportKind {
         let names = TransportKind.allCases.map(\.rawValue).joined(separator: " or ")
         if let name = arguments.value("--transport") {
             guard let kind = TransportKind(name: name) else {
@@ -72,12 +74,18 @@ enum RunCommand: Command {
     }
 
     /// Runs the engine on `queue` until it finishes or is interrupted; returns the exit code.
-    static func download(queue: JobQueue, options: EngineOptions, arguments: ParsedArguments) throws -> Int32 {
+    static func download(queue: JobQueue, options: EngineOptions, connection: ConnectionOptions,
+                         arguments: ParsedArguments, spec: CommandSpec) throws -> Int32 {
         let mode: RunReporter.Mode = arguments.flag("--json") ? .json
             : arguments.flag("--quiet") ? .quiet
             : isatty(STDERR_FILENO) == 1 ? .terminal : .plain
         let reporter = RunReporter(mode: mode)
-        let transport = try transportKind(arguments).make(maxTransfers: options.workers)
+        let transport: any Transport
+        do {
+            transport = try transportKind(arguments, spec: spec).make(maxTransfers: options.workers, connection: connection)
+        } catch let unsupported as TransportKind.Unsupported {
+            throw UsageError(message: unsupported.description, spec: spec)
+        }
         let engine = DownloadEngine(service: QueueService(queue), transport: transport, options: options) { event in
             reporter.report(event)
         }

@@ -30,8 +30,10 @@ enum ShowCommand: Command {
             }
             Console.out((objects.count == 1 && Int(key) != nil ? objects[0] : .array(objects)).text)
         } else {
-            Console.out(try jobs.map { JobPresentation.details($0, attempts: try queue.attempts(jobID: $0.id), now: now) }
-                .joined(separator: "\n\n"))
+            Console.out(try jobs.map { job in
+                let profile = try job.profileID.flatMap { try queue.profile(id: $0) }
+                return JobPresentation.details(job, attempts: try queue.attempts(jobID: job.id), profile: profile, now: now)
+            }.joined(separator: "\n\n"))
         }
         return 0
     }

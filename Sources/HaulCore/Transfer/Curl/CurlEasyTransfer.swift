@@ -55,6 +55,12 @@ final class CurlEasyTransfer: @unchecked Sendable {
     private var head: ResponseHead?
     private var failure: FetchFailure?
     private var dropped: Int64 = 0
+    /// The rate limits of the run (nil: none), shared by the loop's transfers.
+    var limits: CurlRateLimits?
+    /// Set while a rate limit holds the transfer: when it may go on.
+    private(set) var pausedUntil: UInt64?
+    /// "host:port" of the current hop, for per-host limits.
+    private var hostKey = ""
     /// The easy handle while the transfer runs, and the header list it points to.
     var easy: CurlEasy?
     private var headerList: CurlHeaderList?
@@ -87,12 +93,25 @@ final class CurlEasyTransfer: @unchecked Sendable {
             easy.set(CURLOPT_PIPEWAIT, 1)
         }
         easy.set(CURLOPT_TCP_KEEPALIVE, 1)
-        easy.set(CURLOPT_USERAGENT, options.userAgent)
+        easy.set(CURLOPT_USERAGENT, request.userAgent ?? options.userAgent)
         if let file = options.caFile { easy.set(CURLOPT_CAINFO, file) }
         if let folder = options.caPath { easy.set(CURLOPT_CAPATH, folder) }
+        let connection = options.connection
+        if connection.insecure {
+            easy.set(CURLOPT_SSL_VERIFYPEER, 0)
+            easy.set(CURLOPT_SSL_VERIFYHOST, 0)
+        }
+        if let proxy = connection.proxy { easy.set(CURLOPT_PROXY, proxy) }
+        if let hosts = connection.noProxy { easy.set(CURLOPT_NOPROXY, hosts) }
+        if connection.http11Only { easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1)) }
+        if let netrc = request.netrcFile {
+            easy.set(CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue))
+            easy.set(CURLOPT_NETRC_FILE, netrc)
+        }
+        hostKey = "\(url.host?.lowercased() ?? ""):\(url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80))"
         // No CURLOPT_ACCEPT_ENCODING: bytes are never decoded, and identity is asked for.
         var lines = ["Accept-Encoding: identity"]
-        for (name, value) in request.headers where name.lowercased() != "accept-encoding" {
+        for (name, value) in request.headers(toward: url) where name.lowercased() != "accept-encoding" {
             lines.append("\(name): \(value)")
         }
         let list = CurlHeaderList(lines)
@@ -203,25 +222,42 @@ final class CurlEasyTransfer: @unchecked Sendable {
         }
     }
 
-    /// Body bytes. Returns false to stop the transfer.
-    func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        lastActivity = Monotonic.now
+    /// What the write callback answers: the piece was taken, the transfer must stop, or wait.
+    enum BodyAnswer { case taken, stop, pause }
+
+    /// Body bytes.
+    func receiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyAnswer {
+        let now = Monotonic.now
+        lastActivity = now
         switch phase {
         case .body:
+            if let limits, let wait = limits.admit(bytes.count, host: hostKey, now: now) {
+                pausedUntil = wait  // libcurl keeps the piece and hands it over again once unpaused
+                return .pause
+            }
             do {
                 try sink.body(bytes)  // a blocking write: a slow disk stops the socket being read
-                return true
+                return .taken
             } catch {
                 failure = .rejected(String(describing: error))
-                return false
+                return .stop
             }
         case .draining, .redirect:
             dropped += Int64(bytes.count)
-            return dropped <= Self.drainLimit
+            return dropped <= Self.drainLimit ? .taken : .stop
         case .head:
             failure = .transport("the server sent a body before its headers ended")
-            return false
+            return .stop
         }
+    }
+
+    /// Takes the transfer out of a rate limit's pause when its time has come; true when it did.
+    func unpauseIfDue(now: UInt64) -> Bool {
+        guard let until = pausedUntil, until <= now, let easy else { return false }
+        pausedUntil = nil
+        lastActivity = now  // waiting for the limit is not a stall
+        haul_easy_unpause(easy.raw)  // may hand the kept piece to the write callback at once
+        return true
     }
 
     // MARK: Ending
@@ -239,6 +275,7 @@ final class CurlEasyTransfer: @unchecked Sendable {
         var deadline = lastActivity + Self.nanoseconds(request.stallTimeout)
         if let total = request.totalTimeout { deadline = min(deadline, started + Self.nanoseconds(total)) }
         if case .draining(let drain) = phase { deadline = min(deadline, drain) }
+        if let pausedUntil { deadline = min(deadline, pausedUntil) }
         return deadline
     }
 
@@ -247,6 +284,7 @@ final class CurlEasyTransfer: @unchecked Sendable {
         if stopped == nil, failure == nil, case .redirect(let target) = phase {
             url = target
             phase = .head
+            pausedUntil = nil
             status = 0
             headers = [:]
             dropped = 0
@@ -282,7 +320,11 @@ enum CurlCallbacks {
         guard let context else { return 0 }
         let transfer = Unmanaged<CurlEasyTransfer>.fromOpaque(context).takeUnretainedValue()
         guard let data, length > 0 else { return length }
-        return transfer.receiveBody(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
+        switch transfer.receiveBody(UnsafeRawBufferPointer(start: data, count: length)) {
+        case .taken: return length
+        case .stop: return 0
+        case .pause: return Int(CURL_WRITEFUNC_PAUSE)
+        }
     }
 }
 

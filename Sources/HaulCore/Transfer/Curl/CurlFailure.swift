@@ -4,8 +4,8 @@ import Foundation
 /// What a libcurl result code means to haul: a `FetchFailure` whose reason says what failed and,
 /// where it helps, what the user can do.
 ///
-/// Guarantees: never throws away libcurl's own message (it follows the reason); a failure that
-/// waiting cannot mend (TLS trust, a refused scheme, a malformed URL) says so in its words.
+/// Guarantees: never throws away libcurl's own message (it goes with the reason); a failure that
+/// waiting cannot mend (TLS trust, a malformed URL) is permanent and says what to do.
 enum CurlFailure {
     static func failure(_ code: CURLcode, message: String, osErrno: Int) -> FetchFailure {
         let detail = message.isEmpty ? String(cString: curl_easy_strerror(code)) : message
@@ -22,9 +22,11 @@ enum CurlFailure {
             return .transport("the server closed the connection without answering")
         case CURLE_OPERATION_TIMEDOUT:
             return .transport("timed out: \(detail)")
-        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR,
-             CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS:
-            return .transport("TLS failure, the server's certificate is not trusted: \(detail)")
+        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
+             CURLE_SSL_INVALIDCERTSTATUS:
+            return .untrusted("certificate not trusted (\(detail)): pass --cacert FILE with the CA that signed it, or -k to skip verification")
+        case CURLE_SSL_CACERT_BADFILE:
+            return .untrusted("cannot read the CA certificates (\(detail)): check --cacert, --capath, SSL_CERT_FILE and CURL_CA_BUNDLE")
         case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_ENGINE_NOTFOUND,
              CURLE_SSL_SHUTDOWN_FAILED, CURLE_USE_SSL_FAILED:
             return .transport("TLS failure: \(detail)")

@@ -34,11 +34,13 @@ final class CurlMultiLoop: @unchecked Sendable {
     private let options: CurlTransport.Options
     private var running: [ObjectIdentifier: CurlEasyTransfer] = [:]
     private var idle: [CurlEasy] = []
+    private let limits: CurlRateLimits?
 
     init?(options: CurlTransport.Options) {
         guard CurlGlobal.initialized, let multi = curl_multi_init() else { return nil }
         self.multi = multi
         self.options = options
+        limits = CurlRateLimits(options.connection)
         // No per-host connection limit here: the engine alone enforces the per-host cap.
         haul_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0)
         let thread = Thread { [self] in run() }
@@ -87,6 +89,7 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     private func run() {
         var stillRunning: Int32 = 0
+        var unpaused = false
         while true {
             let work = inbox.withLock { inbox -> Inbox in
                 let work = inbox
@@ -118,9 +121,12 @@ final class CurlMultiLoop: @unchecked Sendable {
                 if let failure = transfer.expired(now: now) {
                     stop(transfer, failure)
                 } else {
+                    if transfer.unpauseIfDue(now: now) { unpaused = true }
                     nearest = min(nearest, transfer.nextDeadline)
                 }
             }
+            // An unpaused transfer has its kept piece taken; perform again before sleeping.
+            if unpaused { unpaused = false; continue }
             let wait = nearest == .max ? Self.longestSleepMilliseconds
                 : Int32(min(UInt64(Self.longestSleepMilliseconds), (nearest &- now) / 1_000_000 + 1))
             curl_multi_poll(multi, nil, 0, wait, nil)
@@ -137,6 +143,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             return resume(transfer, FetchResult(head: nil, failure: .transport("libcurl could not make a transfer handle")))
         }
         running[ObjectIdentifier(transfer)] = transfer
+        transfer.limits = limits
         add(transfer, on: easy)
     }
 

@@ -19,23 +19,33 @@ public final class CurlTransport: Transport {
         public var caPath: String?
         /// CURLOPT_BUFFERSIZE: 100 KiB, as curl's tool uses; at 16 KiB one big file ran ~0.84×.
         public var receiveBufferSize: Int
+        /// Proxy, verification, HTTP version and rate limits (their CA files are read into
+        /// `caFile` and `caPath` by `init(connection:environment:)`).
+        public var connection: ConnectionOptions
 
         public init(userAgent: String = "haul/\(HaulVersion.string)", caFile: String? = nil, caPath: String? = nil,
-                    receiveBufferSize: Int = 100 * 1024) {
+                    receiveBufferSize: Int = 100 * 1024, connection: ConnectionOptions = ConnectionOptions()) {
             self.userAgent = userAgent
             self.caFile = caFile
             self.caPath = caPath
             self.receiveBufferSize = receiveBufferSize
+            self.connection = connection
         }
 
-        /// Options from the environment: `SSL_CERT_FILE` or `CURL_CA_BUNDLE` names the CA bundle,
-        /// `SSL_CERT_DIR` a CA folder, as curl's tool reads them.
+        /// The options of a run: `--cacert` and `--capath` when given, else `CURL_CA_BUNDLE` or
+        /// `SSL_CERT_FILE` for the CA bundle and `SSL_CERT_DIR` for a CA folder, as curl's tool
+        /// reads them. (Proxy variables, http_proxy and the rest, libcurl reads itself.)
+        public init(connection: ConnectionOptions,
+                    environment: [String: String] = ProcessInfo.processInfo.environment) {
+            func variable(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+            self.init(caFile: connection.caFile ?? variable("CURL_CA_BUNDLE") ?? variable("SSL_CERT_FILE"),
+                      caPath: connection.caPath ?? (connection.caFile == nil ? variable("SSL_CERT_DIR") : nil),
+                      connection: connection)
+        }
+
+        /// `init(connection:environment:)` with no option given.
         public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> Options {
-            var options = Options()
-            options.caFile = environment["CURL_CA_BUNDLE"].flatMap { $0.isEmpty ? nil : $0 }
-                ?? environment["SSL_CERT_FILE"].flatMap { $0.isEmpty ? nil : $0 }
-            options.caPath = environment["SSL_CERT_DIR"].flatMap { $0.isEmpty ? nil : $0 }
-            return options
+            Options(connection: ConnectionOptions(), environment: environment)
         }
     }
 

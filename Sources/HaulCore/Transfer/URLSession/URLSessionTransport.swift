@@ -7,7 +7,8 @@ import Synchronization
 /// The URLSession (FoundationNetworking) transport: one shared, configured session for every
 /// fetch.
 ///
-/// Guarantees: `Accept-Encoding: identity` and `User-Agent: haul/<version>` on every request;
+/// Guarantees: `Accept-Encoding: identity` and `User-Agent: haul/<version>` (or the request's
+/// own) on every request; credential headers only toward the request's own origin;
 /// no cache, no cookies; redirects followed only to http/https, at most `maximumRedirects`
 /// hops, never in a loop (a refused redirect fails the fetch with `.badRedirect` and nothing is
 /// requested from its target); a fetch with no body byte for its stall timeout, or over its
@@ -56,6 +57,10 @@ public final class URLSessionTransport: Transport {
         if let refusal = RedirectPolicy.refusal(toStart: request.url) {
             return FetchResult(head: nil, failure: .badRedirect(refusal))
         }
+        if request.netrcFile != nil {
+            return FetchResult(head: nil, failure: .unsupported(
+                "this job's --netrc credentials need the libcurl transport: URLSession cannot read .netrc; run it without --transport urlsession"))
+        }
         // FoundationNetworking follows 301, 302, 303 and 307 itself (through the delegate, which
         // checks each hop); a 308 ends its task, so haul follows it here with the same checks.
         var current = request
@@ -75,7 +80,12 @@ public final class URLSessionTransport: Transport {
     private func perform(_ request: FetchRequest, trail: RedirectPolicy, into sink: BodySink) async -> TaskOutcome {
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = "GET"
-        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        // `request.url` is this hop's; `trail.start` the URL the fetch began with.
+        for (name, value) in request.headers where RedirectPolicy.sameOrigin(trail.start, request.url)
+            || !RedirectPolicy.credentialHeaders.contains(name.lowercased()) {
+            urlRequest.setValue(value, forHTTPHeaderField: name)
+        }
+        if let userAgent = request.userAgent { urlRequest.setValue(userAgent, forHTTPHeaderField: "User-Agent") }
         urlRequest.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
         let task = session.dataTask(with: urlRequest)
         return await withTaskCancellationHandler {
@@ -199,6 +209,9 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         }
         var redirected = request
         redirected.url = target
+        if let start = entries.withLock({ $0[id]?.trail.start }), let target, !RedirectPolicy.sameOrigin(start, target) {
+            for name in RedirectPolicy.credentialHeaders { redirected.setValue(nil, forHTTPHeaderField: name) }
+        }
         completionHandler(redirected)
     }
 
@@ -288,7 +301,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         }
         var failure = entry.failure
         if failure == nil, let error {
-            failure = .transport(Self.describe(error))
+            failure = Self.failure(error)
         }
         if failure == nil, entry.head == nil, let http = task.response as? HTTPURLResponse, (300..<400).contains(http.statusCode) {
             // FoundationNetworking ends a redirect without a Location quietly: no error, and its
@@ -296,6 +309,17 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
             failure = .badRedirect("redirect (HTTP \(http.statusCode)) without a usable Location")
         }
         entry.continuation.resume(returning: .finished(FetchResult(head: entry.head, failure: failure)))
+    }
+
+    /// A TLS verification failure is permanent (FoundationNetworking on Linux reports it as
+    /// URLError -1 with libcurl's message); anything else may pass with time.
+    static func failure(_ error: any Error) -> FetchFailure {
+        let reason = describe(error)
+        if reason.contains("SSL certificate problem") || reason.contains("certificate verify failed") {
+            return .untrusted("certificate not trusted (\(reason)); URLSession on Linux trusts only the system's CA store: "
+                              + "run without --transport urlsession to pass --cacert FILE or -k")
+        }
+        return .transport(reason)
     }
 
     static func describe(_ error: any Error) -> String {
