@@ -335,5 +335,12 @@ final class RequestOptionsTests: XCTestCase {
         let reason = job["last_error"] as? String ?? ""
         XCTAssertTrue(reason.contains("--netrc") && reason.contains("libcurl transport"), reason)
         XCTAssertEqual(server.allRequests.count, 0, "a job URLSession cannot make is not asked for")
+
+        // `get` refuses before it queues anything.
+        let get = try haul(h, ["get", server.url("/other.bin").absoluteString, "-d", h.out,
+                               "--transport", "urlsession", "--limit-rate", "1M"])
+        XCTAssertEqual(get.status, 64, get.stdoutText + get.stderrText)
+        XCTAssertTrue(get.stderrText.contains("--limit-rate"), get.stderrText)
+        XCTAssertEqual(try h.counts().values.reduce(0, +), 1, "the refused get queued nothing")
     }
 }

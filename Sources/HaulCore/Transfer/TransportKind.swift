@@ -23,16 +23,18 @@ public enum TransportKind: String, CaseIterable, Sendable {
     /// A transport of this kind, for up to `maxTransfers` transfers at once, connecting as
     /// `connection` asks. Throws `Unsupported` naming the options this kind lacks.
     public func make(maxTransfers: Int, connection: ConnectionOptions = ConnectionOptions()) throws -> any Transport {
+        try check(connection)
         switch self {
-        case .curl:
-            return try CurlTransport(options: CurlTransport.Options(connection: connection))
-        case .urlsession:
-            let lacking = connection.requested
-            guard lacking.isEmpty else {
-                throw Unsupported(description: "\(lacking.joined(separator: ", ")) \(lacking.count == 1 ? "needs" : "need") the libcurl transport: "
-                                  + "URLSession on Linux cannot do \(lacking.count == 1 ? "it" : "them"); leave out --transport urlsession")
-            }
-            return URLSessionTransport(maxConnectionsPerHost: max(maxTransfers, 1))
+        case .curl: return try CurlTransport(options: CurlTransport.Options(connection: connection))
+        case .urlsession: return URLSessionTransport(maxConnectionsPerHost: max(maxTransfers, 1))
         }
+    }
+
+    /// Throws `Unsupported` naming the options of `connection` this kind lacks.
+    public func check(_ connection: ConnectionOptions) throws {
+        guard self == .urlsession, !connection.requested.isEmpty else { return }
+        let lacking = connection.requested
+        throw Unsupported(description: "\(lacking.joined(separator: ", ")) \(lacking.count == 1 ? "needs" : "need") the libcurl transport: "
+                          + "URLSession on Linux cannot do \(lacking.count == 1 ? "it" : "them"); leave out --transport urlsession")
     }
 }

@@ -16,7 +16,12 @@ enum GetCommand: Command {
     static func run(_ arguments: ParsedArguments) throws -> Int32 {
         let options = try RunCommand.engineOptions(arguments, spec: spec)
         let connection = try RequestOptions.connection(arguments, spec: spec)
-        let kind = try RunCommand.transportKind(arguments, spec: spec)
+        do {
+            // Checked before anything is queued: a run that cannot start must not add jobs.
+            try RunCommand.transportKind(arguments, spec: spec).check(connection)
+        } catch let unsupported as TransportKind.Unsupported {
+            throw UsageError(message: unsupported.description, spec: spec)
+        }
         var rejected = 0
         if !arguments.positionals.isEmpty || arguments.value("--input") != nil {
             let summary = try AddCommand.importInput(arguments, spec: spec)
@@ -26,7 +31,6 @@ enum GetCommand: Command {
             }
         }
         let queue = try openQueue(arguments)
-        _ = kind  // checked before anything is queued
         let code = try RunCommand.download(queue: queue, options: options, connection: connection, arguments: arguments, spec: spec)
         return code == 0 && rejected > 0 ? 1 : code
     }
