@@ -28,7 +28,8 @@ public struct FetchRequest: Sendable {
     /// The headers to send to `target`, a hop of this request: all of them on the request's
     /// own origin, none of the credential headers anywhere else (see `RedirectPolicy`).
     public func headers(toward target: URL) -> [String: String] {
-        guard !RedirectPolicy.sameOrigin(url, target) else { return headers }
+        guard headers.keys.contains(where: { RedirectPolicy.credentialHeaders.contains($0.lowercased()) }),
+              !RedirectPolicy.sameOrigin(url, target) else { return headers }
         return headers.filter { !RedirectPolicy.credentialHeaders.contains($0.key.lowercased()) }
     }
 }

@@ -108,7 +108,9 @@ final class CurlEasyTransfer: @unchecked Sendable {
             easy.set(CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue))
             easy.set(CURLOPT_NETRC_FILE, netrc)
         }
-        hostKey = "\(url.host?.lowercased() ?? ""):\(url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80))"
+        if connection.perHostRate != nil {
+            hostKey = "\(url.host?.lowercased() ?? ""):\(url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80))"
+        }
         // No CURLOPT_ACCEPT_ENCODING: bytes are never decoded, and identity is asked for.
         var lines = ["Accept-Encoding: identity"]
         for (name, value) in request.headers(toward: url) where name.lowercased() != "accept-encoding" {
