@@ -1,13 +1,45 @@
 import Foundation
 
 /// Where the CLI writes: stdout for results, stderr for diagnostics.
+///
+/// Guarantees: each call writes its whole line with write(2) (no buffering, so lines from
+/// several threads never interleave mid-line); when the reader has gone (EPIPE: `haul list |
+/// head -1`), haul ends as Unix tools do — killed by SIGPIPE, quietly, with no backtrace.
 enum Console {
-    static func out(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    static func out(_ text: String) { write(text + "\n", to: STDOUT_FILENO) }
+
+    static func error(_ text: String) { write(text + "\n", to: STDERR_FILENO) }
+
+    static func write(_ text: String, to descriptor: Int32) {
+        if !tryWrite(text, to: descriptor) { readerGone() }
     }
 
-    static func error(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+    /// Writes all of `text`; false when the reader has gone (EPIPE). Other errors (a full disk
+    /// behind a redirect…) are dropped: there is nowhere better to report them.
+    static func tryWrite(_ text: String, to descriptor: Int32) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let count = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                if count >= 0 { offset += count; continue }
+                if errno == EINTR || errno == EAGAIN { continue }
+                return errno != EPIPE
+            }
+            return true
+        }
+    }
+
+    /// The reader of stdout or stderr has gone: end as a Unix tool does, by SIGPIPE (SIGPIPE is
+    /// ignored while haul runs, so that a socket's EPIPE is an error, not death).
+    static func readerGone() -> Never {
+        signal(SIGPIPE, SIG_DFL)
+        var pipeOnly = sigset_t()
+        sigemptyset(&pipeOnly)
+        sigaddset(&pipeOnly, SIGPIPE)
+        pthread_sigmask(SIG_UNBLOCK, &pipeOnly, nil)
+        raise(SIGPIPE)
+        _exit(128 + SIGPIPE)
     }
 
     static var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }

@@ -13,10 +13,22 @@ final class RunReporter: Sendable {
         var lineShown = false
         var lastDone = 0
         var rateStart: (Date, Int)? = nil
+        /// Set when a reader went away (EPIPE): nothing more is written.
+        var readerGone = false
+        var onReaderGone: (@Sendable () -> Void)?
     }
     private let state = Mutex(State())
 
     init(mode: Mode) { self.mode = mode }
+
+    /// Called once, on another thread, when stdout's or stderr's reader goes away (`haul run
+    /// --json | head -1`): the run should stop cleanly, handing its jobs back.
+    func whenReaderGone(_ handler: @escaping @Sendable () -> Void) {
+        state.withLock { $0.onReaderGone = handler }
+    }
+
+    /// True once a reader went away; the run then ends by SIGPIPE, as Unix tools do.
+    var readerWasGone: Bool { state.withLock { $0.readerGone } }
 
     func report(_ event: EngineEvent) {
         switch mode {
@@ -84,7 +96,7 @@ final class RunReporter: Sendable {
         let line = "[\(finished)/\(total)] \(Format.bytes(Int(stats.bytesThisRun))) at \(Format.bytes(Int(rate)))/s, ETA \(eta), active \(stats.active), waiting to retry \(stats.waitingForRetry)"
         state.withLock { state in
             state.lineShown = true
-            Self.writeRaw("\r\u{1B}[K" + line, to: STDERR_FILENO)
+            Self.writeRaw("\r\u{1B}[K" + line, to: STDERR_FILENO, &state)
         }
     }
 
@@ -116,27 +128,28 @@ final class RunReporter: Sendable {
         state.withLock { state in
             let prefix = state.lineShown ? "\r\u{1B}[K" : ""
             state.lineShown = false
-            Self.writeRaw(prefix + text + "\n", to: STDERR_FILENO)
+            Self.writeRaw(prefix + text + "\n", to: STDERR_FILENO, &state)
         }
     }
 
     private func clearStatusLine() {
         state.withLock { state in
-            if state.lineShown { Self.writeRaw("\r\u{1B}[K", to: STDERR_FILENO) }
+            if state.lineShown { Self.writeRaw("\r\u{1B}[K", to: STDERR_FILENO, &state) }
             state.lineShown = false
         }
     }
 
     private func write(_ text: String, to descriptor: Int32) {
-        state.withLock { _ in Self.writeRaw(text, to: descriptor) }
+        state.withLock { Self.writeRaw(text, to: descriptor, &$0) }
     }
 
-    private static func writeRaw(_ text: String, to descriptor: Int32) {
-        var bytes = Array(text.utf8)[...]
-        while !bytes.isEmpty {
-            let count = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 { if errno == EINTR { continue } else { return } }
-            bytes = bytes.dropFirst(count)
+    /// Writes unless a reader has gone; on EPIPE, records it and calls the handler (once, off
+    /// the lock).
+    private static func writeRaw(_ text: String, to descriptor: Int32, _ state: inout State) {
+        guard !state.readerGone else { return }
+        if !Console.tryWrite(text, to: descriptor) {
+            state.readerGone = true
+            if let handler = state.onReaderGone { DispatchQueue.global().async { handler() } }
         }
     }
 

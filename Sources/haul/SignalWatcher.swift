@@ -4,11 +4,18 @@ import Synchronization
 
 /// Turns SIGINT and SIGTERM into a clean stop: the first calls `onFirst`; a second exits at once.
 /// Remembers the exit status the signal asks for (130 for SIGINT, 143 for SIGTERM).
+///
+/// Guarantees: the same signal again within `echoWindow` of the first counts once — `timeout`
+/// and many supervisors signal the process and then its whole group, so one request to stop
+/// arrives twice; a second Ctrl-C after that still quits at once.
 final class SignalWatcher {
+    /// How soon a repeat of the first signal is taken as the same request.
+    static let echoWindow = Duration.seconds(1)
+
     private let sources: [any DispatchSourceSignal]
-    /// The first signal received, shared with the handlers.
+    /// The first signal received and when, shared with the handlers.
     private final class Received: Sendable {
-        let value = Mutex<Int32?>(nil)
+        let value = Mutex<(number: Int32, at: ContinuousClock.Instant)?>(nil)
     }
     private let received = Received()
 
@@ -23,14 +30,19 @@ final class SignalWatcher {
         self.sources = sources
         for (source, number) in zip(sources, [SIGINT, SIGTERM]) {
             source.setEventHandler { [received] in
-                let first = received.value.withLock { value -> Bool in
-                    defer { if value == nil { value = number } }
-                    return value == nil
+                enum Meaning { case first, echo, again }
+                let meaning = received.value.withLock { value -> Meaning in
+                    let now = ContinuousClock.now
+                    guard let earlier = value else { value = (number, now); return .first }
+                    return earlier.number == number && now - earlier.at < Self.echoWindow ? .echo : .again
                 }
-                if first {
+                switch meaning {
+                case .first:
                     onFirst(number)
-                } else {
-                    FileHandle.standardError.write(Data("haul: stopping at once\n".utf8))
+                case .echo:
+                    break
+                case .again:
+                    Console.error("haul: stopping at once")
                     _exit(128 + number)
                 }
             }
@@ -38,5 +50,5 @@ final class SignalWatcher {
         }
     }
 
-    var exitCode: Int32 { 128 + (received.value.withLock { $0 } ?? SIGINT) }
+    var exitCode: Int32 { 128 + (received.value.withLock { $0?.number } ?? SIGINT) }
 }

@@ -89,6 +89,7 @@ enum RunCommand: Command {
         let engine = DownloadEngine(service: QueueService(queue), transport: transport, options: options) { event in
             reporter.report(event)
         }
+        reporter.whenReaderGone { engine.stop() }
         let signals = SignalWatcher { number in
             reporter.interrupted(signal: number)
             engine.stop()
@@ -114,6 +115,7 @@ enum RunCommand: Command {
         withExtendedLifetime(signals) {}
         let summary = try outcome.get()
         reporter.finish(summary)
+        if reporter.readerWasGone { Console.readerGone() }  // after a clean stop: jobs handed back
         if summary.interrupted { return signals.exitCode }
         return (summary.finalCounts[.failed] ?? 0) == 0 ? 0 : 1
     }
