@@ -69,7 +69,7 @@ final class CLITests: XCTestCase {
             (["frobnicate"], "unknown command 'frobnicate'"),
             ([], "no command given"),
             (["add"], "give URLs"),
-            (["list", "--limit", "0"], "'--limit'"),
+            (["list", "--limit", "-1"], "'--limit'"),
             (["list", "--state", "sleeping"], "unknown state 'sleeping'"),
             (["list", "--json=yes"], "takes no value"),
             (["show"], "give one job id or URL"),

@@ -19,6 +19,35 @@ public struct JobFilter: Sendable {
         self.limit = limit
         self.afterID = afterID
     }
+
+    /// The WHERE conditions on `j` (jobs) and `h` (hosts), with their values. A host with a
+    /// port (`example.org:443`) is that host; one without (`example.org`, `[::1]`) is every port
+    /// of it.
+    var conditions: ([String], [SQLiteBindable]) {
+        var conditions = ["j.id > ?"]
+        var values: [SQLiteBindable] = [afterID]
+        if let state { conditions.append("j.state = ?"); values.append(state.rawValue) }
+        if let host = host?.lowercased() {
+            if HostName.hasPort(host) {
+                conditions.append("h.host = ?")
+                values.append(host)
+            } else {
+                // "host:" ≤ h.host < "host;" (';' follows ':'): every port, through the index.
+                conditions.append("h.host >= ? AND h.host < ?")
+                values.append(host + ":")
+                values.append(host + ";")
+            }
+        }
+        return (conditions, values)
+    }
+}
+
+/// Telling `host:port` from a bare host, IPv6 literals included.
+enum HostName {
+    static func hasPort(_ text: String) -> Bool {
+        if text.hasPrefix("[") { return text.contains("]:") }
+        return text.contains(":")
+    }
 }
 
 extension JobQueue {
@@ -98,13 +127,17 @@ extension JobQueue {
 
     /// Jobs in id order, filtered.
     public func list(_ filter: JobFilter) throws -> [Job] {
-        var conditions = ["j.id > ?"]
-        var values: [SQLiteBindable] = [filter.afterID]
-        if let state = filter.state { conditions.append("j.state = ?"); values.append(state.rawValue) }
-        if let host = filter.host { conditions.append("h.host = ?"); values.append(host.lowercased()) }
+        var (conditions, values) = filter.conditions
         values.append(filter.limit)
         return try database.rows(
             "\(Job.select) WHERE \(conditions.joined(separator: " AND ")) ORDER BY j.id LIMIT ?", values, Job.init)
+    }
+
+    /// How many jobs `filter` matches, whatever its limit.
+    public func count(_ filter: JobFilter) throws -> Int {
+        let (conditions, values) = filter.conditions
+        return try database.scalarInt(
+            "SELECT count(*) FROM jobs j JOIN hosts h ON h.id = j.host_id WHERE \(conditions.joined(separator: " AND "))", values)
     }
 
     /// A consistent snapshot of the queue. Cheap at any queue length: the counts come from
