@@ -163,7 +163,7 @@ final class QueueClaimTests: XCTestCase {
         XCTAssertEqual(try queue.claim(ClaimRequest(limit: 1, perHostCap: 1)), [])
         let job = try XCTUnwrap(try queue.job(id: id))
         XCTAssertEqual(job.state, .failed)
-        XCTAssertTrue(job.lastError?.hasPrefix("gave up after 1 attempts") == true, "\(job.lastError ?? "nil")")
+        XCTAssertTrue(job.lastError?.hasPrefix("gave up after 1 attempt;") == true, "\(job.lastError ?? "nil")")
         XCTAssertNil(job.leaseToken)
         XCTAssertEqual(job.finishedAt, clock.now)
         try assertCountersConsistent(queue.database)

@@ -35,6 +35,27 @@ final class BadInputTests: XCTestCase {
         return first.first == UInt8(ascii: "#")
     }
 
+    /// What editors and other tools leave in a list: a UTF-8 byte order mark before the first
+    /// line and CRLF line ends are not part of the URLs; a folder named as the list is refused
+    /// once, by name.
+    func testAByteOrderMarkAndCRLFLineEndsAndAFolder() throws {
+        let directory = try makeTempDirectory()
+        let db = directory.file("q.db")
+        let list = try directory.write("bom.txt", Data([0xEF, 0xBB, 0xBF]) + Data("https://e.org/one\r\nhttps://e.org/two\r\n".utf8))
+        for viaStdin in [false, true] {
+            let outcome = try add(file: list, db: db, in: directory, viaStdin: viaStdin)
+            XCTAssertEqual(outcome.result.status, 0, outcome.result.stderrText)
+            XCTAssertEqual(outcome.summary["rejected"], 0, outcome.result.stderrText)
+        }
+        XCTAssertEqual(try Database(path: db, mode: .mustExist).rows("SELECT url FROM jobs ORDER BY id") { $0.string(0) },
+                       ["https://e.org/one", "https://e.org/two"])
+
+        let folder = try directory.makeDirectory("urls")
+        let refused = try haul(["add", "--db", db, "-i", folder], in: directory.path)
+        XCTAssertEqual(refused.status, 1)
+        XCTAssertEqual(refused.stderrLines, ["haul: \(folder) is a folder: -i takes a file of URL lines, or - for standard input"])
+    }
+
     func testRandomBytes() throws {
         let directory = try makeTempDirectory()
         let db = directory.file("q.db")

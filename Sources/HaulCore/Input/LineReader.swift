@@ -58,8 +58,11 @@ public struct LineReader {
     private mutating func finish(_ line: [UInt8], overflow: Int) -> Line {
         lineNumber += 1
         if overflow > 0 { return .tooLong(overflow) }
-        if line.last == 0x0D { return .bytes(Array(line.dropLast())) }
-        return .bytes(line)
+        var line = line[...]
+        // A UTF-8 byte order mark (as some editors write) before the first line is not part of it.
+        if lineNumber == 1, line.starts(with: [0xEF, 0xBB, 0xBF]) { line = line.dropFirst(3) }
+        if line.last == 0x0D { line = line.dropLast() }
+        return .bytes(Array(line))
     }
 
     private mutating func fill() throws {

@@ -72,6 +72,8 @@ public struct URLListImporter {
                     }
                 }
                 if channel.send(.batch(batch)) { _ = channel.send(.end) }
+            } catch InputError.readFailed(let reason) {
+                if channel.send(.batch(batch)) { _ = channel.send(.failed(reason)) }
             } catch {
                 if channel.send(.batch(batch)) { _ = channel.send(.failed(String(describing: error))) }
             }

@@ -117,7 +117,7 @@ extension JobQueue {
             UPDATE jobs SET
                 state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
                 last_error = CASE WHEN attempts >= max_attempts
-                    THEN 'gave up after ' || attempts || ' attempts; the last one''s worker stopped without reporting (lease expired)'
+                    THEN 'gave up after ' || attempts || CASE attempts WHEN 1 THEN ' attempt' ELSE ' attempts' END || '; the last one''s worker stopped without reporting (lease expired)'
                     ELSE last_error END,
                 finished_at = CASE WHEN attempts >= max_attempts THEN ?1 ELSE NULL END,
                 lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1

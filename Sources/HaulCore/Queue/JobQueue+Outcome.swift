@@ -117,7 +117,7 @@ extension JobQueue {
             else { throw StaleLeaseError(jobID: jobID) }
             try closeAttempt(jobID: jobID, token: token, now: now, status: status, error: error, bytes: bytes)
             if attempts >= maxAttempts {
-                let reason = "gave up after \(attempts) attempts: \(error)"
+                let reason = "gave up after \(attempts) attempt\(attempts == 1 ? "" : "s"): \(error)"
                 try finishFailed(jobID: jobID, status: status, reason: reason, now: now)
                 return .failed(reason: reason)
             }

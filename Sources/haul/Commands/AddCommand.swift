@@ -48,6 +48,11 @@ enum AddCommand: Command {
                 guard descriptor >= 0 else {
                     throw CommandFailure(message: "cannot open \(input): \(String(cString: strerror(errno)))")
                 }
+                var info = stat()
+                if fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+                    close(descriptor)
+                    throw CommandFailure(message: "\(input) is a folder: -i takes a file of URL lines, or - for standard input")
+                }
                 inputName = input
             }
         }
@@ -72,10 +77,16 @@ enum AddCommand: Command {
                 source = inputName
                 try importer.importLines(from: descriptor, into: &summary)
             }
+        } catch InputError.readFailed(let reason) {
+            throw CommandFailure(message: "cannot read \(inputName): \(reason); \(keptJobs(summary.added))")
         } catch {
-            throw CommandFailure(message: "\(explain(error, arguments)); the \(summary.added) jobs added before this are kept")
+            throw CommandFailure(message: "\(explain(error, arguments)); \(keptJobs(summary.added))")
         }
         return summary
+    }
+
+    private static func keptJobs(_ count: Int) -> String {
+        count == 1 ? "the job added before this is kept" : "the \(count) jobs added before this are kept"
     }
 
     /// The text with control characters shown as escapes, so a rejected line cannot drive the
