@@ -158,6 +158,55 @@ final class InputParsingTests: XCTestCase {
         XCTAssertEqual(argumentSummary.added, 1)
     }
 
+    /// aria2c's input format: indented out=, dir= and checksum=sha-256= lines belong to the URL
+    /// line above them (values may hold spaces); any other option refuses that record, by line;
+    /// option lines after a blank line, a comment or nothing are refused; records cross batches.
+    func testAria2InputFilesAreRead() throws {
+        let directory = try makeTempDirectory()
+        let queue = try JobQueue(database: Database(path: directory.file("q.db")))
+        let sha = String(repeating: "ab", count: 32)
+        let text = """
+            https://e.org/a.iso
+              out=disc one.iso
+              dir=isos/2026
+            \tchecksum=SHA-256=\(sha.uppercased())
+            https://e.org/b.bin
+             dir=other
+            https://e.org/c
+              header=X-A: b
+              out=c
+            https://e.org/d  out=d-from-the-line
+              out=again
+
+              out=orphan
+            # a comment
+              out=also-orphan
+            https://e.org/e
+              dir=/etc
+            https://e.org/f
+            \tchecksum=md5=0123
+            https://e.org/g
+            """
+        let path = try directory.write("aria.txt", Data(text.utf8))
+        let rejections = RejectionLog()
+        let importer = URLListImporter(queue: queue, resolver: DestinationResolver(directory: directory.path),
+                                       batchSize: 2) { rejections.append($0, $1); _ = $2 }
+        var summary = URLListImporter.Summary()
+        let descriptor = open(path, O_RDONLY)
+        defer { close(descriptor) }
+        try importer.importLines(from: descriptor, into: &summary)
+
+        XCTAssertEqual(rejections.entries.map(\.line), [7, 10, 13, 15, 16, 18])
+        XCTAssertEqual(rejections.entries.map(\.reason), [
+            .unsupportedAria2Option(line: 8, "header"), .duplicateOption("out"), .aria2OptionWithoutURL, .aria2OptionWithoutURL,
+            .aria2FolderOutside("/etc"), .unsupportedAria2Option(line: 19, "checksum=md5"),
+        ])
+        let jobs = try queue.list(JobFilter())
+        XCTAssertEqual(jobs.map(\.destination), [directory.file("isos/2026/disc one.iso"), directory.file("other/b.bin"), directory.file("g")])
+        XCTAssertEqual(jobs.first?.sha256, sha)
+        XCTAssertEqual(summary.added, 3)
+    }
+
     func testRejectionsAreReportedInLineOrderAcrossBatches() throws {
         let directory = try makeTempDirectory()
         let queue = try JobQueue(path: directory.file("haul.db"))

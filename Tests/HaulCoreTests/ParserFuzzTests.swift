@@ -259,6 +259,7 @@ final class ParserFuzzTests: XCTestCase {
         case .duplicateOption: return "duplicateOption"
         case .destinationTaken: return "destinationTaken"
         case .destinationKeyCollision: return "destinationKeyCollision"
+        case .unsupportedAria2Option, .aria2OptionWithoutURL, .aria2FolderOutside: return "aria2"
         }
     }
 

@@ -71,6 +71,9 @@ final class BadInputTests: XCTestCase {
             }
             var garbage = random.bytes(Int.random(in: 0...400, using: &random))
             for index in garbage.indices where garbage[index] == 0x0A { garbage[index] = 0x0B }
+            // An indented `key=…` line is an aria2 option of the line above (tested in
+            // InputParsingTests): here every garbage line must stand alone.
+            if InputLine.aria2Option(garbage, line: number) != nil { garbage.insert(UInt8(ascii: "x"), at: 0) }
             if !isSkipped(garbage) { expectedRejected.append(number) }
             content += garbage + [0x0A]
         }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// One parsed line of a URL list: `URL [out=RELATIVE/PATH] [sha256=HEX]`.
 ///
 /// Guarantees: a parsed line has an http(s) URL, a destination inside the output folder, and a
@@ -20,6 +22,12 @@ public struct InputLine: Sendable, Equatable {
         case duplicateOption(String)
         case destinationTaken(byJob: Int, url: String)
         case destinationKeyCollision(byJob: Int)
+        /// An aria2 option line haul does not take (its line number, the option).
+        case unsupportedAria2Option(line: Int, String)
+        /// An indented aria2 option line with no URL line before it.
+        case aria2OptionWithoutURL
+        /// `dir=` naming a folder outside the output folder.
+        case aria2FolderOutside(String)
 
         public var description: String {
             switch self {
@@ -36,17 +44,48 @@ public struct InputLine: Sendable, Equatable {
                 return "unknown field '\(shown)' (expected out=PATH or sha256=HEX after the URL)"
             case .duplicateOption(let key): return "\(key)= given twice"
             case .destinationTaken(let job, let url): return "destination already taken by job \(job) (\(HTTPURL.redact(url)))"
+            case .unsupportedAria2Option(let line, let key):
+                return "aria2 option '\(key)' on line \(line) is not supported (haul takes out=, dir= and checksum=sha-256=…); the URL is not queued"
+            case .aria2OptionWithoutURL:
+                return "indented option line (aria2 format) with no URL line right before it"
+            case .aria2FolderOutside(let folder):
+                return "dir=\(folder) is outside the output folder: haul keeps every file inside it (-d); give dir= relative to it"
             case .destinationKeyCollision(let job):
                 return "destination's hash collides with job \(job)'s (a one-in-billions chance); give this line another out= name"
             }
         }
     }
 
-    /// Parses one line. Returns nil for blank lines and `#` comments.
-    public static func parse(_ bytes: [UInt8], resolver: DestinationResolver) throws(Rejection) -> InputLine? {
+    /// One indented option line of aria2c's input format (`  out=NAME`), with its line number.
+    public struct Aria2Option: Sendable, Equatable {
+        public let line: Int
+        public let key: String
+        public let value: String
+    }
+
+    /// The aria2 option on an indented line (`  dir=/data`, `\tchecksum=sha-256=…`), or nil when
+    /// the line is not one (not indented, a comment, a URL, no `key=`).
+    public static func aria2Option(_ bytes: [UInt8], line: Int) -> Aria2Option? {
+        guard let first = bytes.first, isSeparator(first) else { return nil }
+        let text = bytes.drop(while: isSeparator)
+        guard let equals = text.firstIndex(of: UInt8(ascii: "=")), equals > text.startIndex,
+              text[text.startIndex..<equals].allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }),
+              let value = String(validating: text[(equals + 1)...], as: UTF8.self) else { return nil }
+        var end = value.endIndex
+        while end > value.startIndex, value[value.index(before: end)] == " " || value[value.index(before: end)] == "\t" {
+            end = value.index(before: end)
+        }
+        return Aria2Option(line: line, key: String(decoding: text[text.startIndex..<equals], as: UTF8.self), value: String(value[..<end]))
+    }
+
+    /// Parses one line, with the aria2 option lines that followed it. Returns nil for blank lines
+    /// and `#` comments. Of aria2's options, `out=` names the file, `dir=` a folder for it inside
+    /// the output folder, `checksum=sha-256=HEX` its sha256; any other refuses the whole record.
+    public static func parse(_ bytes: [UInt8], resolver: DestinationResolver,
+                             aria2: [Aria2Option] = []) throws(Rejection) -> InputLine? {
         guard !bytes.contains(0) else { throw .containsNUL }
         // Most lines are a URL alone: no fields to split, and the text validated once is the URL.
-        if !bytes.isEmpty, !bytes.contains(where: isSeparator) {
+        if aria2.isEmpty, !bytes.isEmpty, !bytes.contains(where: isSeparator) {
             guard bytes[0] != UInt8(ascii: "#") else { return nil }
             guard let text = String(validating: bytes, as: UTF8.self) else { throw .invalidUTF8 }
             let url: HTTPURL
@@ -77,12 +116,48 @@ public struct InputLine: Sendable, Equatable {
                 throw .unknownOption(field)
             }
         }
+        var folder: String? = nil
+        for option in aria2 {
+            switch option.key {
+            case "out":
+                guard out == nil else { throw .duplicateOption("out") }
+                out = option.value
+            case "dir":
+                guard folder == nil else { throw .duplicateOption("dir") }
+                folder = option.value
+            case "checksum" where option.value.lowercased().hasPrefix("sha-256="):
+                guard sha256 == nil else { throw .duplicateOption("sha256") }
+                let value = String(option.value.dropFirst(8))
+                guard value.utf8.count == 64, value.utf8.allSatisfy(HTTPURL.isHexDigit) else { throw .malformedSHA256(value) }
+                sha256 = value.lowercased()
+            default:
+                throw .unsupportedAria2Option(line: option.line, option.key == "checksum" ? "checksum=\(option.value.prefix { $0 != "=" })" : option.key)
+            }
+        }
         let destination: String
         do throws(DestinationResolver.Rejection) {
-            if let out { destination = try resolver.destination(forOutPath: out) }
-            else { destination = try resolver.defaultDestination(for: url) }
-        } catch { throw .destination(error) }
+            if let folder {
+                // dir= is a folder inside the output folder.
+                guard !folder.hasPrefix("/") else { throw DestinationResolver.Rejection.absoluteOutPath }
+                let name: String
+                if let out { name = out } else { name = (try resolver.defaultDestination(for: url) as NSString).lastPathComponent }
+                destination = try resolver.destination(forOutPath: folder + "/" + name)
+            } else if let out {
+                destination = try resolver.destination(forOutPath: out)
+            } else {
+                destination = try resolver.defaultDestination(for: url)
+            }
+        } catch {
+            if let folder, folder.hasPrefix("/") { throw .aria2FolderOutside(folder) }
+            throw .destination(error)
+        }
         return InputLine(url: url, destination: destination, sha256: sha256)
+    }
+
+    /// A line `parse` skips: only spaces and tabs, or a `#` comment.
+    public static func isBlankOrComment(_ bytes: [UInt8]) -> Bool {
+        guard let first = bytes.first(where: { !isSeparator($0) }) else { return true }
+        return first == UInt8(ascii: "#")
     }
 
     /// Spaces and tabs separate a line's fields.

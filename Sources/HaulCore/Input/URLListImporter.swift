@@ -57,13 +57,31 @@ public struct URLListImporter {
         let parser = Thread {
             var reader = LineReader(descriptor: descriptor, maximumLineLength: maximumLineLength)
             var batch = ParsedBatch()
+            // A URL line waits here while indented aria2 option lines follow it.
+            var record: (bytes: [UInt8], line: Int, options: [InputLine.Aria2Option])?
+            func takeRecord() {
+                if let held = record { batch.take(held.bytes, lineNumber: held.line, resolver: resolver, aria2: held.options) }
+                record = nil
+            }
             do {
                 while let line = try reader.next() {
                     switch line {
                     case .tooLong(let length):
+                        takeRecord()
                         batch.reject(reader.lineNumber, .tooLong(length, limit: maximumLineLength), text: nil)
                     case .bytes(let bytes):
-                        batch.take(bytes, lineNumber: reader.lineNumber, resolver: resolver)
+                        if let option = InputLine.aria2Option(bytes, line: reader.lineNumber) {
+                            if record != nil { record?.options.append(option) }
+                            else { batch.reject(reader.lineNumber, .aria2OptionWithoutURL, text: String(decoding: bytes, as: UTF8.self)) }
+                        } else {
+                            takeRecord()
+                            if InputLine.isBlankOrComment(bytes) {
+                                // Not a record: options after it have no URL line (a NUL still rejects it).
+                                batch.take(bytes, lineNumber: reader.lineNumber, resolver: resolver)
+                                continue
+                            }
+                            record = (bytes, reader.lineNumber, [])
+                        }
                     }
                     if batch.isFull(lines: batchSize) {
                         let next = ParsedBatch(sizedLike: batch)
@@ -71,6 +89,7 @@ public struct URLListImporter {
                         batch = next
                     }
                 }
+                takeRecord()
                 if channel.send(.batch(batch)) { _ = channel.send(.end) }
             } catch InputError.readFailed(let reason) {
                 if channel.send(.batch(batch)) { _ = channel.send(.failed(reason)) }
@@ -159,9 +178,9 @@ struct ParsedBatch: Sendable {
     /// Whether the batch should be written now: `lines` lines, or too much text.
     func isFull(lines: Int) -> Bool { size >= lines || jobs.textBytes >= Self.textLimit }
 
-    mutating func take(_ bytes: [UInt8], lineNumber: Int, resolver: DestinationResolver) {
+    mutating func take(_ bytes: [UInt8], lineNumber: Int, resolver: DestinationResolver, aria2: [InputLine.Aria2Option] = []) {
         do throws(InputLine.Rejection) {
-            guard let line = try InputLine.parse(bytes, resolver: resolver) else { return }
+            guard let line = try InputLine.parse(bytes, resolver: resolver, aria2: aria2) else { return }
             jobs.append(line)
             numbers.append(lineNumber)
         } catch {
