@@ -80,5 +80,12 @@ final class PipeAndSignalTests: XCTestCase {
         XCTAssertEqual(counts["running"] ?? 0, 0, "\(counts)")
         XCTAssertEqual(counts["queued"], 1, "\(counts)")
         XCTAssertGreaterThan(h.tempFileSize(), 0, "the partial file is kept to resume")
+
+        // The interrupted attempt is shown as not counted; the one that finishes is attempt 1.
+        let again = try h.run(["run", "--quiet"])
+        XCTAssertEqual(again.status, 0, again.stderrText)
+        let shown = try h.run(["show", "1"]).stdoutLines
+        XCTAssertEqual(shown.filter { $0.hasPrefix("  not counted:") }.count, 1, shown.joined(separator: "\n"))
+        XCTAssertEqual(shown.filter { $0.hasPrefix("  attempt ") }.map { $0.prefix(11) }, ["  attempt 1"], shown.joined(separator: "\n"))
     }
 }

@@ -74,4 +74,11 @@ public struct Attempt: Sendable, Equatable {
     public let status: Int?
     public let error: String?
     public let bytes: Int?
+
+    /// The reason an attempt handed back without counting it (`JobQueue.release`) begins with.
+    public static let interruptedPrefix = "interrupted:"
+
+    /// True for an attempt that was handed back uncounted (haul stopped mid-transfer): its
+    /// number is taken again by the next attempt.
+    public var wasCounted: Bool { !(error?.hasPrefix(Self.interruptedPrefix) ?? false) || finishedAt == nil }
 }

@@ -115,10 +115,10 @@ extension JobQueue {
         try database.rows("\(Job.select) WHERE j.url = ? ORDER BY j.id", [url], Job.init)
     }
 
-    /// The attempts of a job, oldest first.
+    /// The attempts of a job, oldest first (in the order they began).
     public func attempts(jobID: Int) throws -> [Attempt] {
         try database.rows("""
-            SELECT number, started_at, finished_at, status, error, bytes FROM attempts WHERE job_id = ? ORDER BY number, id
+            SELECT number, started_at, finished_at, status, error, bytes FROM attempts WHERE job_id = ? ORDER BY id
             """, [jobID]) {
             Attempt(number: $0.int(0), startedAt: $0.int(1), finishedAt: $0.optionalInt(2), status: $0.optionalInt(3),
                     error: $0.optionalString(4), bytes: $0.optionalInt(5))

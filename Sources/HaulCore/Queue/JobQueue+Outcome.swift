@@ -148,6 +148,8 @@ extension JobQueue {
     @discardableResult
     public func release(jobID: Int, token: String, reason: String) throws -> Bool {
         let now = clock()
+        // The attempt's record says it was not counted (see `Attempt.wasCounted`).
+        let reason = reason.hasPrefix(Attempt.interruptedPrefix) ? reason : "\(Attempt.interruptedPrefix) \(reason)"
         return try database.transaction(.write) {
             try database.run("""
                 UPDATE jobs SET state = 'queued', attempts = max(attempts - 1, 0), updated_at = ?,

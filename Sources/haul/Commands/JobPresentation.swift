@@ -60,8 +60,14 @@ enum JobPresentation {
         if let sha = job.sha256 { lines.append("  sha256:       \(sha)") }
         if let profile { lines.append("  request:      \(profile)") }  // names only, never values
         if let finished = job.finishedAt { lines.append("  finished:     \(Format.timestamp(finished))") }
+        var lastCounted = 0
         for attempt in attempts {
-            var text = "  attempt \(attempt.number): \(Format.timestamp(attempt.startedAt))"
+            if attempt.wasCounted {
+                if attempt.number <= lastCounted { lines.append("  (attempts counted again from 1: haul retry)") }
+                lastCounted = attempt.number
+            }
+            var text = attempt.wasCounted ? "  attempt \(attempt.number): " : "  not counted:  "
+            text += Format.timestamp(attempt.startedAt)
             if let status = attempt.status { text += " status \(status)" }
             if let bytes = attempt.bytes { text += ", \(bytes) bytes" }
             if let error = attempt.error { text += ": \(HTTPURL.redact(error))" }
