@@ -39,6 +39,9 @@ final class RunKillTests: XCTestCase {
         let kept = h.tempFileSize()
         XCTAssertTrue(kept > 0 && kept < big.count, "temp file holds \(kept) bytes")
         XCTAssertEqual(try h.counts()["running"], 1, "the killed run still holds its lease")
+        XCTAssertEqual(try h.status()["abandoned"] as? Int, 1, "status tells that the running job's haul is gone")
+        let text = try h.run(["status"]).stdoutText
+        XCTAssertTrue(text.contains("abandoned: 1 of the running job's haul is gone; the next `haul run` takes it back"), text)
 
         let again = try h.run(["run", "--max-attempts", "3"])
 

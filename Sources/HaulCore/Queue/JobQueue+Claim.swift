@@ -139,6 +139,13 @@ extension JobQueue {
     }
 
     /// The distinct owners of running jobs' leases.
+    /// How many running jobs each lease owner holds.
+    public func runningJobsByOwner() throws -> [(owner: String, jobs: Int)] {
+        try database.rows("""
+            SELECT lease_owner, count(*) FROM jobs WHERE state = 'running' AND lease_owner IS NOT NULL GROUP BY lease_owner
+            """) { (owner: $0.string(0), jobs: $0.int(1)) }
+    }
+
     public func leaseOwners() throws -> [String] {
         try database.rows("SELECT DISTINCT lease_owner FROM jobs WHERE state = 'running' AND lease_owner IS NOT NULL") { $0.string(0) }
     }

@@ -13,10 +13,15 @@ enum StatusCommand: Command {
         let queue = try openQueue(arguments)
         let status = try queue.status()
         let now = queue.clock()
+        // Running jobs whose haul is gone (killed, crashed): the next run takes them back.
+        let abandoned = (status.counts[.running] ?? 0) == 0 ? 0 : try queue.runningJobsByOwner()
+            .filter { LeaseOwner($0.owner).map(ProcessIdentity.isDead) ?? false }
+            .reduce(0) { $0 + $1.jobs }
         if arguments.flag("--json") {
             Console.out(JSON.object([
                 ("counts", .object(JobState.allCases.map { ($0.rawValue, .int(status.counts[$0] ?? 0)) })),
                 ("total", .int(status.total)),
+                ("abandoned", .int(abandoned)),
                 ("bytes", .object([
                     ("received", .int(status.receivedBytes)),
                     ("expected", .int(status.expectedBytes)),
@@ -36,6 +41,9 @@ enum StatusCommand: Command {
         }
         let counts = JobState.allCases.map { "\($0.rawValue) \(status.counts[$0] ?? 0)" }.joined(separator: ", ")
         Console.out("\(Console.bold("jobs")):    \(status.total) — \(counts)")
+        if abandoned > 0 {
+            Console.out("\(Console.bold("abandoned")): \(abandoned) of the running \(abandoned == 1 ? "job's haul is" : "jobs' hauls are") gone; the next `haul run` takes \(abandoned == 1 ? "it" : "them") back")
+        }
         var bytes = "\(Format.bytes(status.receivedBytes)) received of \(Format.bytes(status.expectedBytes)) known"
         if status.unknownSize > 0 { bytes += " (\(status.unknownSize) jobs of unknown size)" }
         Console.out("\(Console.bold("bytes")):   \(bytes)")
