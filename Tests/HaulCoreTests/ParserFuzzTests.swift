@@ -306,6 +306,51 @@ final class ParserFuzzTests: XCTestCase {
         XCTAssertGreaterThan(rejectedOut, 1_000)
     }
 
+    /// The host and path layouts put every file under folders named from the URL's host and path,
+    /// each made safe; whatever the URL, the result stays inside the output folder, also where
+    /// a host or a path segment is the name of a link leading out of it (then it is refused).
+    func testFuzzedLaidOutDestinationsStayInsideTheFolder() throws {
+        let fixture = try makeFixture()
+        var random = SeededGenerator(seed: 0xDE57_0002)
+        let violations = Violations()
+        var accepted = 0, refused = 0
+        let hosts = ["e.org", "esc", "up", "root", "self", "inside", "real", "e.org:8443", "[::1]:8080", "secret", "dangling"]
+        for iteration in 0..<6_000 {
+            let layout: DestinationResolver.Layout = iteration % 2 == 0 ? .host : .path
+            let resolver = DestinationResolver(directory: iteration % 4 < 2 ? fixture.out : fixture.linkedOut, layout: layout)
+            let path = random.next() % 2 == 0 ? Self.join(Self.pathPieces, count: 1...8, &random) : Self.awkwardText(Self.pathPieces, &random)
+            guard let url = try? HTTPURL("https://\(hosts[Int(random.next() % UInt64(hosts.count))])/" + path) else { continue }
+            do {
+                let destination = try resolver.defaultDestination(for: url)
+                accepted += 1
+                if let why = Self.violation(of: destination, folder: resolver.directory, physicalFolder: fixture.physicalOut) {
+                    violations.add("\(layout) for \(url.string.debugDescription) → \(destination.debugDescription): \(why)")
+                }
+            } catch {
+                refused += 1
+            }
+        }
+        violations.assertNone("laid-out destinations")
+        XCTAssertGreaterThan(accepted, 1_000)
+        XCTAssertGreaterThan(refused, 100, "links on the way are met and refused")
+    }
+
+    func testLayoutsNameFilesAfterHostAndPath() throws {
+        let fixture = try makeFixture()
+        func destination(_ url: String, _ layout: DestinationResolver.Layout) throws -> String {
+            try DestinationResolver(directory: fixture.out, layout: layout).defaultDestination(for: try HTTPURL(url))
+        }
+        XCTAssertEqual(try destination("https://A.example/x/y/z.bin?q=1", .flat), fixture.out + "/z.bin")
+        XCTAssertEqual(try destination("https://A.example/x/y/z.bin?q=1", .host), fixture.out + "/a.example/z.bin")
+        XCTAssertEqual(try destination("https://a.example:8443/x/z.bin", .host), fixture.out + "/a.example:8443/z.bin")
+        XCTAssertEqual(try destination("http://a.example:80/z", .host), fixture.out + "/a.example/z", "the default port is left out")
+        XCTAssertEqual(try destination("https://a.example/x/y/z.bin", .path), fixture.out + "/a.example/x/y/z.bin")
+        XCTAssertEqual(try destination("https://a.example/dir/", .path), fixture.out + "/a.example/dir/index.html")
+        XCTAssertEqual(try destination("https://a.example/%2e%2e/%2E%2E/etc/passwd", .path), fixture.out + "/a.example/etc/passwd")
+        XCTAssertEqual(try destination("https://a.example/a%2Fb/c", .path), fixture.out + "/a.example/a_b/c")
+        XCTAssertThrowsError(try destination("https://esc/x", .host), "esc is a link out of the folder")
+    }
+
     /// The cases the fuzzers above found, kept as plain examples.
     func testMarksThatFuseWithSlashesOrDotsHideNothing() throws {
         let fixture = try makeFixture()

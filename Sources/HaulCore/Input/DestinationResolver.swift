@@ -27,6 +27,16 @@ public struct DestinationResolver: Sendable {
         }
     }
 
+    /// How files without `out=` are laid out in the output folder (`--layout`).
+    public enum Layout: String, CaseIterable, Sendable {
+        /// `DIR/NAME`: the URL's last path segment.
+        case flat
+        /// `DIR/HOST/NAME` (`HOST:PORT` when the port is not the scheme's default).
+        case host
+        /// `DIR/HOST/PATH/NAME`: the URL's whole path, as `wget -x` lays it out.
+        case path
+    }
+
     /// Names starting with this prefix are haul's own temp files.
     public static let tempPrefix = ".haul-"
 
@@ -34,17 +44,21 @@ public struct DestinationResolver: Sendable {
     public let directory: String
     /// The same folder with symbolic links resolved, when it exists.
     private let physicalDirectory: String
+    public let layout: Layout
 
-    public init(directory: String) {
+    public init(directory: String, layout: Layout = .flat) {
         let absolute = directory.hasPrefix("/") ? directory
             : FileManager.default.currentDirectoryPath + "/" + directory
         self.directory = Self.standardise(absolute)
         self.physicalDirectory = Self.realPath(self.directory) ?? self.directory
+        self.layout = layout
     }
 
     /// The destination for `url` when the line gives no `out=`: its last path segment,
-    /// percent-decoded and made safe, or `index.html` when there is none.
+    /// percent-decoded and made safe, or `index.html` when there is none; under a folder for
+    /// its host (and the folders of its path) in the `host` (`path`) layout.
     public func defaultDestination(for url: HTTPURL) throws(Rejection) -> String {
+        guard layout == .flat else { return try laidOutDestination(for: url) }
         var path = url.path
         let destination = path.withUTF8 { path in
             let segment = path.lastIndex(of: Self.slash).map { path[($0 + 1)...] } ?? path[...]
@@ -54,6 +68,24 @@ public struct DestinationResolver: Sendable {
         }
         guard destination.utf8.count <= 4095 else { throw .pathTooLong(destination.utf8.count) }
         return destination  // directly inside the folder: no link on the way to check
+    }
+
+    /// `defaultDestination` for the `host` and `path` layouts: every folder name made safe as a
+    /// file name is, then checked as an `out=` path is (no link on the way may lead outside).
+    private func laidOutDestination(for url: HTTPURL) throws(Rejection) -> String {
+        let defaultPort = url.scheme == "https" ? 443 : 80
+        var folders = [Self.safeFileName(fromEncoded: Array((url.port == defaultPort ? url.host : url.hostKey).utf8))]
+        let segments = Array(url.path.utf8).split(separator: Self.slash, omittingEmptySubsequences: false)
+        if layout == .path {
+            for segment in segments.dropFirst().dropLast() {
+                // An empty, "." or ".." segment (even percent-encoded) names no folder: skipped.
+                let folder = Self.safeFileName(fromEncoded: Array(segment))
+                if folder != "index.html" || segment.elementsEqual("index.html".utf8) { folders.append(folder) }
+            }
+        }
+        let name = Self.safeFileName(fromEncoded: Array(segments.last ?? []))
+        let path = (directory == "/" ? "" : directory) + "/" + (folders + [name]).joined(separator: "/")
+        return try check(path)
     }
 
     /// `directory/name`, in one allocation.

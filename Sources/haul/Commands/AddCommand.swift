@@ -9,6 +9,7 @@ enum AddCommand: Command {
         options: [
             .init(names: ["-i", "--input"], value: "FILE", help: "Read URL lines from FILE ('-' for standard input)."),
             .init(names: ["-d", "--dir"], value: "DIR", help: "Output folder for the files (default: the current folder)."),
+            .init(names: ["--layout"], value: "LAYOUT", help: "Where files without out= go: flat (DIR/NAME, the default), host (DIR/HOST/NAME) or path (DIR/HOST/PATH/NAME, as wget -x)."),
             .init(names: ["--json"], value: nil, help: "Print the summary as JSON."),
         ] + RequestOptions.jobOptions,
         discussion: """
@@ -61,7 +62,14 @@ enum AddCommand: Command {
         let profile = try RequestOptions.profile(arguments, spec: spec)
         let queue = try openQueue(arguments, create: true)
         let profileID = try profile.map { try queue.storeProfile($0) }
-        let resolver = DestinationResolver(directory: arguments.value("--dir") ?? ".")
+        var layout = DestinationResolver.Layout.flat
+        if let name = arguments.value("--layout") {
+            guard let chosen = DestinationResolver.Layout(rawValue: name) else {
+                throw UsageError(message: "'--layout' is flat, host or path, not '\(name)'", spec: spec)
+            }
+            layout = chosen
+        }
+        let resolver = DestinationResolver(directory: arguments.value("--dir") ?? ".", layout: layout)
         var source = "argument"
         let importer = URLListImporter(queue: queue, resolver: resolver, profileID: profileID) { line, reason, text in
             var message = "haul: \(source == "argument" ? "argument \(line)" : "\(source):\(line)"): \(reason)"
