@@ -45,7 +45,7 @@ enum StatusCommand: Command {
             Console.out("\(Console.bold("abandoned")): \(abandoned) of the running \(abandoned == 1 ? "job's haul is" : "jobs' hauls are") gone; the next `haul run` takes \(abandoned == 1 ? "it" : "them") back")
         }
         var bytes = "\(Format.bytes(status.receivedBytes)) received of \(Format.bytes(status.expectedBytes)) known"
-        if status.unknownSize > 0 { bytes += " (\(status.unknownSize) jobs of unknown size)" }
+        if status.unknownSize > 0 { bytes += " (\(status.unknownSize) \(status.unknownSize == 1 ? "job" : "jobs") of unknown size)" }
         Console.out("\(Console.bold("bytes")):   \(bytes)")
         if let next = status.nextRetryAt {
             Console.out("\(Console.bold("retries")): \(status.waitingForRetry) waiting; next due \(Format.relative(next, now: now)) (\(Format.timestamp(next)))")
