@@ -4,8 +4,7 @@ import HaulCore
 /// The `haul` command line: parses arguments, runs one command, prints, and exits with
 /// 0 (success), 1 (failure, or some input rejected), 64 (usage error).
 let version = HaulVersion.string
-let commands: [any Command.Type] = [AddCommand.self, RunCommand.self, GetCommand.self, StatusCommand.self, ListCommand.self, ShowCommand.self,
-                                    RetryCommand.self, CancelCommand.self]
+let commands = Commands.all
 
 let topHelp = """
     OVERVIEW: haul — a resumable bulk HTTP downloader with a crash-proof SQLite job queue.
@@ -13,11 +12,12 @@ let topHelp = """
     USAGE: haul <command> [options]
 
     COMMANDS:
-    \(commands.map { "  \($0.spec.name.padding(toLength: 10, withPad: " ", startingAt: 0))\($0.spec.abstract)" }.joined(separator: "\n"))
+    \(commands.map { "  \($0.spec.name.padding(toLength: 13, withPad: " ", startingAt: 0))\($0.spec.abstract)" }.joined(separator: "\n"))
 
     OPTIONS:
-      -h, --help    Show help (also `haul <command> --help`).
-      --version     Show the version.
+      -h, --help       Show help (also `haul <command> --help`).
+      --version        Show the version.
+      help --man       Print the manual page (haul.1).
 
     The queue lives in ./haul.db unless --db PATH or $HAUL_DB names another file.
     """
@@ -37,7 +37,9 @@ var arguments = Array(CommandLine.arguments.dropFirst())
 guard let first = arguments.first else { exitWithUsage("no command given", spec: nil) }
 switch first {
 case "-h", "--help", "help":
-    if first == "help", arguments.count > 1, let command = commands.first(where: { $0.spec.name == arguments[1] }) {
+    if first == "help", arguments.count == 2, arguments[1] == "--man" {
+        Console.out(ManPage.text(topHelp: topHelp))
+    } else if first == "help", arguments.count > 1, let command = commands.first(where: { $0.spec.name == arguments[1] }) {
         Console.out(command.spec.help)
     } else {
         Console.out(topHelp)

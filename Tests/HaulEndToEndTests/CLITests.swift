@@ -420,6 +420,48 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(after?["queued"], 4)
     }
 
+    // MARK: - Manual page and completions
+
+    /// haul.1 in the repository is what `haul help --man` prints (regenerate it with
+    /// `haul help --man > haul.1` when a command changes), and names every option of every command.
+    func testTheManualPageInTheRepositoryIsCurrent() throws {
+        let page = try haul(["help", "--man"])
+        XCTAssertEqual(page.status, 0)
+        let root = try XCTUnwrap(HaulProcess.packageRoot())
+        let committed = try String(contentsOf: root.appendingPathComponent("haul.1"), encoding: .utf8)
+        XCTAssertEqual(page.stdoutText, committed, "haul.1 is stale: run `haul help --man > haul.1`")
+        for option in ["\\-\\-limit\\-rate", "\\-\\-layout", "\\-\\-transport", "\\-\\-netrc\\-file", "HAUL_TRANSPORT"] {
+            XCTAssertTrue(page.stdoutText.contains(option), option)
+        }
+    }
+
+    /// Each completion script is valid for its shell (checked by the shell itself where it is
+    /// installed) and offers every command and option.
+    func testCompletionScriptsOfferEveryCommandAndOption() throws {
+        let bash = try haul(["completions", "bash"])
+        XCTAssertEqual(bash.status, 0)
+        let top = try haul(["--help"]).stdoutText
+        for command in knownCommands + ["run", "get", "completions"] {
+            XCTAssertTrue(bash.stdoutText.contains(" \(command)"), command)
+            let help = try haul([command, "--help"]).stdoutText
+            for option in help.split(separator: "\n").compactMap({ $0.split(separator: " ").first(where: { $0.hasPrefix("--") }) }) {
+                let name = option.trimmingCharacters(in: CharacterSet(charactersIn: ","))
+                XCTAssertTrue(bash.stdoutText.contains(name), "\(command) \(name) missing from the bash completions")
+            }
+        }
+        XCTAssertTrue(top.contains("completions"))
+        for (shell, arguments) in [("bash", ["-n"]), ("zsh", ["-n"]), ("fish", ["--no-execute"])] {
+            let script = try haul(["completions", shell])
+            XCTAssertEqual(script.status, 0, shell)
+            guard let binary = ["/bin/", "/usr/bin/"].map({ $0 + shell }).first(where: FileManager.default.isExecutableFile) else { continue }
+            let directory = try makeTempDirectory()
+            let file = try directory.write("haul.\(shell)", script.stdout)
+            let checked = try HaulProcess.run(URL(fileURLWithPath: binary), arguments + [file], timeout: 20)
+            XCTAssertEqual(checked.status, 0, "\(shell): \(checked.stderrText)")
+        }
+        XCTAssertEqual(try haul(["completions", "tcsh"]).status, 64)
+    }
+
     // MARK: - A copied binary
 
     func testACopiedBinaryCarriesItsMigrations() throws {
