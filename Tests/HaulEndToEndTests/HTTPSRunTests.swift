@@ -31,7 +31,7 @@ final class HTTPSRunTests: XCTestCase {
         let url = server.url("/a.bin").absoluteString
 
         let untrusted = try HaulProcess.run(h.haul, ["get", url, "-d", h.out, "--db", h.db, "--quiet"],
-                                            environment: HaulProcess.environment(["SSL_CERT_FILE": "", "CURL_CA_BUNDLE": ""]),
+                                            environment: HaulProcess.environment(["SSL_CERT_FILE": "", "CURL_CA_BUNDLE": "", "HAUL_TRANSPORT": ""]),
                                             currentDirectory: h.temp.path, timeout: 30)
         XCTAssertEqual(untrusted.status, 1, untrusted.stdoutText + untrusted.stderrText)
         XCTAssertNil(h.contents("a.bin"))
@@ -43,7 +43,7 @@ final class HTTPSRunTests: XCTestCase {
         let retry = try h.run(["retry", "--failed"])
         XCTAssertEqual(retry.status, 0, retry.stderrText)
         let trusted = try HaulProcess.run(h.haul, ["get", "-d", h.out, "--db", h.db, "--quiet"],
-                                          environment: HaulProcess.environment(["SSL_CERT_FILE": server.caFile, "CURL_CA_BUNDLE": ""]),
+                                          environment: HaulProcess.environment(["SSL_CERT_FILE": server.caFile, "CURL_CA_BUNDLE": "", "HAUL_TRANSPORT": ""]),
                                           currentDirectory: h.temp.path, timeout: 30)
         XCTAssertEqual(trusted.status, 0, trusted.stdoutText + trusted.stderrText)
         XCTAssertEqual(h.contents("a.bin"), data)

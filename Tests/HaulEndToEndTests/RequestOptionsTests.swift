@@ -17,11 +17,14 @@ final class RequestOptionsTests: XCTestCase {
     // MARK: Helpers
 
     /// Runs `haul ARGUMENTS --db DB` in the harness's folder, in `HaulProcess.environment(extra)`
-    /// without the machine's proxy variables.
+    /// without the machine's proxy variables, and with the default transport unless a test
+    /// names one (these options are the libcurl transport's, whatever HAUL_TRANSPORT the suite
+    /// runs under).
     private func haul(_ h: RunHarness, _ arguments: [String], environment extra: [String: String] = [:],
                       timeout: TimeInterval = 30, file: StaticString = #filePath, line: UInt = #line) throws -> ProcessResult {
         var environment = HaulProcess.environment(extra)
         for name in Self.proxyVariables where extra[name] == nil { environment[name] = nil }
+        if extra["HAUL_TRANSPORT"] == nil { environment["HAUL_TRANSPORT"] = nil }
         let result = try HaulProcess.run(h.haul, arguments + ["--db", h.db], environment: environment,
                                          currentDirectory: h.temp.path, timeout: timeout)
         XCTAssertFalse(result.timedOut, "haul \(arguments.joined(separator: " ")) ran past \(timeout) s; stderr: \(result.stderrText)",
