@@ -30,30 +30,38 @@ final class QueueAddTests: XCTestCase {
         try assertCountersConsistent(queue.database)
     }
 
-    func testADestinationTakenByAnotherURLIsRejected() throws {
+    /// A destination another URL holds: an `out=` naming it is rejected; a name made from the
+    /// URL takes a stable suffix from the URL's hash instead, so adding it again finds it.
+    func testADestinationTakenByAnotherURLIsRejectedOrSuffixed() throws {
         let (queue, directory) = try makeQueue()
-        let outcomes = try add([
+        let lines = [
             "https://a.example/dir/x.iso",
             "https://b.example/other/x.iso",          // same default name, other host
             "https://a.example/y out=x.iso",          // same file through out=
             "https://a.example/dir/x.iso?v=2",        // another URL (query differs), same name
-        ], to: queue, in: directory.path)
+        ]
+        let outcomes = try add(lines, to: queue, in: directory.path)
         guard case .added(let id)? = outcomes.first else { return XCTFail("\(outcomes)") }
-        XCTAssertEqual(Array(outcomes.dropFirst()), [
-            .rejected(.destinationTaken(byJob: id, url: "https://a.example/dir/x.iso")),
-            .rejected(.destinationTaken(byJob: id, url: "https://a.example/dir/x.iso")),
-            .rejected(.destinationTaken(byJob: id, url: "https://a.example/dir/x.iso")),
-        ])
-        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM jobs"), 1)
+        XCTAssertEqual(outcomes[2], .rejected(.destinationTaken(byJob: id, url: "https://a.example/dir/x.iso")))
+        guard case .added(let b) = outcomes[1], case .added(let v2) = outcomes[3] else { return XCTFail("\(outcomes)") }
+        let b64 = JobQueue.suffixed(directory.file("x.iso"), for: "https://b.example/other/x.iso")
+        XCTAssertEqual(try queue.job(id: b)?.destination, b64)
+        XCTAssertTrue(b64.hasSuffix(".iso") && b64.contains("/x-"), b64)
+        XCTAssertNotEqual(try queue.job(id: v2)?.destination, b64)
+        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM jobs"), 3)
         XCTAssertEqual(try queue.database.rows("SELECT host, queued FROM hosts ORDER BY host") { "\($0.string(0)) \($0.int(1))" },
-                       ["a.example:443 1", "b.example:443 0"])
+                       ["a.example:443 2", "b.example:443 1"])
+        try assertCountersConsistent(queue.database)
+        // Again: the same jobs, found under their suffixed names.
+        XCTAssertEqual(try add(lines, to: queue, in: directory.path),
+                       [.alreadyQueued(jobID: id), .alreadyQueued(jobID: b), outcomes[2], .alreadyQueued(jobID: v2)])
         try assertCountersConsistent(queue.database)
     }
 
     func testTheTakenMessageHidesCredentials() throws {
         let (queue, directory) = try makeQueue()
         try add(["https://user:secret@a.example/x.iso"], to: queue, in: directory.path)
-        let outcome = try add(["https://b.example/x.iso"], to: queue, in: directory.path)
+        let outcome = try add(["https://b.example/y out=x.iso"], to: queue, in: directory.path)
         guard case .rejected(let reason)? = outcome.first else { return XCTFail("\(outcome)") }
         XCTAssertFalse(reason.description.contains("secret"), reason.description)
         XCTAssertTrue(reason.description.contains("***@a.example"), reason.description)

@@ -3,7 +3,8 @@ import HaulCore
 import HaulTestSupport
 import XCTest
 
-/// `--layout`: the same file name from two hosts, or two paths, no longer collides.
+/// The same file name from two hosts, or two paths: kept apart by a suffix (flat), by folders
+/// (`--layout host`, `--layout path`).
 final class LayoutTests: XCTestCase {
     func testHostAndPathLayoutsKeepSameNamedFilesApart() throws {
         let h = try RunHarness(self)
@@ -16,9 +17,14 @@ final class LayoutTests: XCTestCase {
         }
         let urls = [one.url("/a/data.bin"), one.url("/b/data.bin"), two.url("/a/data.bin")].map(\.absoluteString)
 
-        let flat = try h.run(["add", "-d", h.out] + urls)
-        XCTAssertEqual(flat.status, 1, "flat: the second and third data.bin are refused")
-        XCTAssertEqual(flat.stderrLines.filter { $0.contains("destination already taken") }.count, 2, flat.stderrText)
+        // Flat: the second and third data.bin take a suffix from their URL's hash.
+        let flat = try h.run(["get", "-d", h.out, "--quiet"] + urls)
+        XCTAssertEqual(flat.status, 0, flat.stderrText)
+        XCTAssertEqual(h.contents("data.bin"), Data("127.0.0.1 /a/data.bin".utf8))
+        for (url, body) in [(urls[1], "127.0.0.1 /b/data.bin"), (urls[2], "127.0.0.2 /a/data.bin")] {
+            let name = (JobQueue.suffixed(h.out + "/data.bin", for: url) as NSString).lastPathComponent
+            XCTAssertEqual(h.contents(name), Data(body.utf8), name)
+        }
 
         let path = try h.run(["get", "-d", h.out + "/p", "--layout", "path", "--quiet"] + urls)
         XCTAssertEqual(path.status, 0, path.stderrText)

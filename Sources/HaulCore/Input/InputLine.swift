@@ -9,6 +9,10 @@ public struct InputLine: Sendable, Equatable {
     public let url: HTTPURL
     public let destination: String
     public let sha256: String?
+    /// True when the destination was made from the URL (no `out=` given): then a name another
+    /// URL already holds gives way to a suffixed one (see `JobQueue.add`), where an `out=` is
+    /// rejected.
+    public var namedByURL = false
 
     /// What was wrong with a line. The description is what the user reads.
     public enum Rejection: Error, Equatable, CustomStringConvertible, Sendable {
@@ -90,7 +94,7 @@ public struct InputLine: Sendable, Equatable {
             guard let text = String(validating: bytes, as: UTF8.self) else { throw .invalidUTF8 }
             let url: HTTPURL
             do { url = try HTTPURL(text) } catch { throw .url(error) }
-            do { return InputLine(url: url, destination: try resolver.defaultDestination(for: url), sha256: nil) }
+            do { return InputLine(url: url, destination: try resolver.defaultDestination(for: url), sha256: nil, namedByURL: true) }
             catch { throw .destination(error) }
         }
         // Split on spaces and tabs at the byte level (both are ASCII, so UTF-8 is split safely).
@@ -151,7 +155,7 @@ public struct InputLine: Sendable, Equatable {
             if let folder, folder.hasPrefix("/") { throw .aria2FolderOutside(folder) }
             throw .destination(error)
         }
-        return InputLine(url: url, destination: destination, sha256: sha256)
+        return InputLine(url: url, destination: destination, sha256: sha256, namedByURL: out == nil)
     }
 
     /// A line `parse` skips: only spaces and tabs, or a `#` comment.

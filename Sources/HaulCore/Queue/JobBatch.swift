@@ -17,6 +17,8 @@ struct JobBatch: Sendable {
         var host: Int32
         /// `JobQueue.destinationKey(destination)`.
         var key: Int
+        /// `InputLine.namedByURL`.
+        var namedByURL: Bool
     }
 
     private(set) var text: [UInt8] = []
@@ -59,7 +61,7 @@ struct JobBatch: Sendable {
             JobQueue.destinationKey(UnsafeBufferPointer(rebasing: $0[(offset + urlLength)..<(offset + urlLength + destinationLength)]))
         }
         entries.append(Entry(offset: offset, urlLength: Int32(urlLength), destinationLength: Int32(destinationLength),
-                             sha256Length: Int32(sha256Length), host: host, key: key))
+                             sha256Length: Int32(sha256Length), host: host, key: key, namedByURL: line.namedByURL))
     }
 
     /// The entries to insert, and those to leave out, each in order.
@@ -94,6 +96,12 @@ struct JobBatch: Sendable {
     func url(_ index: Int) -> String {
         let entry = entries[index]
         return string(entry.offset, Int(entry.urlLength))
+    }
+
+    func sha256(_ index: Int) -> String? {
+        let entry = entries[index]
+        guard entry.sha256Length > 0 else { return nil }
+        return string(entry.offset + Int(entry.urlLength) + Int(entry.destinationLength), Int(entry.sha256Length))
     }
 
     func destination(_ index: Int) -> String {

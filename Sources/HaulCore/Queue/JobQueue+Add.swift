@@ -85,6 +85,23 @@ extension JobQueue {
             for index in repeats {
                 outcomes[Int(index)] = try outcome(of: Int(index), in: batch, holder: holder, newIDs: 0..<0)
             }
+            // A name made from the URL that another URL already holds gives way to the same name
+            // with a short suffix from the URL's hash: stable, so adding the line again finds it.
+            for index in outcomes.indices where batch.entries[index].namedByURL {
+                guard case .rejected(.destinationTaken) = outcomes[index] else { continue }
+                let entry = batch.entries[index]
+                let destination = Self.suffixed(batch.destination(index), for: batch.url(index))
+                let key = Self.destinationKey(destination)
+                let insert = try database.statement(Self.insertSQL(rows: 1))
+                defer { insert.reset() }
+                try insert.run([maxAttempts, now, batch.url(index), hostIDs[Int(entry.host)], destination, key, batch.sha256(index)])
+                if database.changes == 1 {
+                    outcomes[index] = .added(jobID: database.lastInsertRowID)
+                    addedPerHost[Int(entry.host)] += 1
+                } else if let (id, url) = try holder.firstRow([key], { ($0.int(0), $0.string(1)) }), url == batch.url(index) {
+                    outcomes[index] = .alreadyQueued(jobID: id)
+                }
+            }
             if let profileID {
                 // Every job this transaction inserted has an id above the largest before it.
                 try database.run("UPDATE jobs SET profile_id = ? WHERE id > ?", profileID, largestBefore)
@@ -102,6 +119,19 @@ extension JobQueue {
             }
             return outcomes
         }
+    }
+
+    /// `…/NAME.EXT` as `…/NAME-HASH.EXT`, HASH the first 8 hex digits of the URL's FNV-1a hash.
+    public static func suffixed(_ destination: String, for url: String) -> String {
+        let hash = String(FNV1a.hash(url) >> 32, radix: 16)
+        let tag = "-" + String(repeating: "0", count: 8 - hash.count) + hash
+        let slash = destination.lastIndex(of: "/").map { destination.index(after: $0) } ?? destination.startIndex
+        let folder = destination[..<slash]
+        let name = destination[slash...]
+        let dot = name.lastIndex(of: ".").flatMap { $0 > name.startIndex && name.distance(from: $0, to: name.endIndex) <= 11 ? $0 : nil }
+        let stem = name[..<(dot ?? name.endIndex)]
+        let ext = name[(dot ?? name.endIndex)...]
+        return folder + DestinationResolver.truncated(String(stem) + tag + ext, toBytes: 255)
     }
 
     /// Inserts the rows of `chunk` (indices into `batch.entries`, no key twice) with one
