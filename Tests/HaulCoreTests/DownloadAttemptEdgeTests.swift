@@ -389,7 +389,7 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         XCTAssertLessThan(ContinuousClock.now - started, .seconds(2), "a 4 MiB error body (about 3 s) is not read")
         XCTAssertFalse(exists(folder.file("big-error")))
 
-        // A small page trickled out (about 30 s) is given up after `drainTime`, keeping its reason.
+        // A small page trickled out (about 30 s) is given up after `RefusedBody.time`, keeping its reason.
         let trickle = String(repeating: "x", count: 60 * 1024)
         server.route("/trickled", FaultServer.Response.text(trickle, status: 404).slowBody(bytesPerChunk: 1024, delay: 0.5))
         let begun = ContinuousClock.now

@@ -32,8 +32,9 @@ extension JobQueue {
     /// (5 a row) for any SQLite build.
     static let rowsPerInsert = 128
 
-    /// The INSERT for a full chunk of `rowsPerInsert` rows, built once.
+    /// The INSERT for a full chunk of `rowsPerInsert` rows, and for one row, built once.
     private static let fullInsertSQL = insertSQL(rows: rowsPerInsert)
+    private static let singleInsertSQL = insertSQL(rows: 1)
 
     /// Adds jobs in one transaction. Idempotent: the same URL for the same destination is one
     /// job; a destination that another URL already holds is rejected with that job's id.
@@ -92,7 +93,7 @@ extension JobQueue {
                 let entry = batch.entries[index]
                 let destination = Self.suffixed(batch.destination(index), for: batch.url(index))
                 let key = Self.destinationKey(destination)
-                let insert = try database.statement(Self.insertSQL(rows: 1))
+                let insert = try database.statement(Self.singleInsertSQL)
                 defer { insert.reset() }
                 try insert.run([maxAttempts, now, batch.url(index), hostIDs[Int(entry.host)], destination, key, batch.sha256(index)])
                 if database.changes == 1 {

@@ -34,6 +34,14 @@ public struct RedirectPolicy: Sendable {
         return left == right
     }
 
+    /// `headers` as they may go to `target` on a fetch that began at `start`: all of them on
+    /// `start`'s origin, none of the credential headers anywhere else.
+    public static func headers(_ headers: [String: String], from start: URL, toward target: URL) -> [String: String] {
+        guard headers.keys.contains(where: { credentialHeaders.contains($0.lowercased()) }),
+              !sameOrigin(start, target) else { return headers }
+        return headers.filter { !credentialHeaders.contains($0.key.lowercased()) }
+    }
+
     /// Why a fetch of `url` must not even start (a scheme other than http and https), or nil.
     public static func refusal(toStart url: URL) -> String? {
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {

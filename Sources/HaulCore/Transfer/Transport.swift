@@ -28,9 +28,7 @@ public struct FetchRequest: Sendable {
     /// The headers to send to `target`, a hop of this request: all of them on the request's
     /// own origin, none of the credential headers anywhere else (see `RedirectPolicy`).
     public func headers(toward target: URL) -> [String: String] {
-        guard headers.keys.contains(where: { RedirectPolicy.credentialHeaders.contains($0.lowercased()) }),
-              !RedirectPolicy.sameOrigin(url, target) else { return headers }
-        return headers.filter { !RedirectPolicy.credentialHeaders.contains($0.key.lowercased()) }
+        RedirectPolicy.headers(headers, from: url, toward: target)
     }
 }
 
@@ -90,6 +88,14 @@ public enum FetchFailure: Error, Sendable, Equatable, CustomStringConvertible {
         case .untrusted(let why), .unsupported(let why): return why
         }
     }
+}
+
+/// How every transport treats a body the sink refused: one up to `limit` bytes (an error page)
+/// is read to its end and dropped, for at most `time`, so the request ends cleanly at the server
+/// and the connection stays open for the next one; a larger one, or a slower one, is cut.
+public enum RefusedBody {
+    public static let limit: Int64 = 64 * 1024
+    public static let time = Duration.seconds(5)
 }
 
 /// What a transport does with a response, decided by the body sink when the head arrives.

@@ -33,11 +33,6 @@ final class CurlEasyTransfer: @unchecked Sendable {
         case redirect(URL)
     }
 
-    /// Unwanted bodies up to this size are read and dropped rather than cut off.
-    static let drainLimit: Int64 = 64 * 1024
-    /// How long such a body may take.
-    static let drainNanoseconds: UInt64 = 5_000_000_000
-
     let request: FetchRequest
     let sink: BodySink
     var continuation: CheckedContinuation<FetchResult, Never>?
@@ -216,10 +211,10 @@ final class CurlEasyTransfer: @unchecked Sendable {
             return true
         case .reject(let reason):
             failure = .rejected(reason)
-            guard let length = head.contentLength, length <= Self.drainLimit else { return false }
+            guard let length = head.contentLength, length <= RefusedBody.limit else { return false }
             // Read the small body to its end instead of cutting the connection: the server then
             // sees the request finish before haul sends another one on it.
-            phase = .draining(deadline: Monotonic.now + Self.drainNanoseconds)
+            phase = .draining(deadline: Monotonic.now + Monotonic.nanoseconds(RefusedBody.time))
             return true
         }
     }
@@ -246,7 +241,7 @@ final class CurlEasyTransfer: @unchecked Sendable {
             }
         case .draining, .redirect:
             dropped += Int64(bytes.count)
-            return dropped <= Self.drainLimit ? .taken : .stop
+            return dropped <= RefusedBody.limit ? .taken : .stop
         case .head:
             failure = .transport("the server sent a body before its headers ended")
             return .stop
@@ -327,14 +322,5 @@ enum CurlCallbacks {
         case .stop: return 0
         case .pause: return Int(CURL_WRITEFUNC_PAUSE)
         }
-    }
-}
-
-/// CLOCK_MONOTONIC in nanoseconds.
-enum Monotonic {
-    static var now: UInt64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
     }
 }

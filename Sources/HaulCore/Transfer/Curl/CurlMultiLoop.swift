@@ -117,14 +117,16 @@ final class CurlMultiLoop: @unchecked Sendable {
 
             let now = Monotonic.now
             var nearest = UInt64.max
-            for transfer in Array(running.values) {
+            var expired: [(CurlEasyTransfer, FetchFailure)] = []
+            for transfer in running.values {  // unpausing never changes `running`; stopping does, after
                 if let failure = transfer.expired(now: now) {
-                    stop(transfer, failure)
+                    expired.append((transfer, failure))
                 } else {
                     if transfer.unpauseIfDue(now: now) { unpaused = true }
                     nearest = min(nearest, transfer.nextDeadline)
                 }
             }
+            for (transfer, failure) in expired { stop(transfer, failure) }
             // An unpaused transfer has its kept piece taken; perform again before sleeping.
             if unpaused { unpaused = false; continue }
             let wait = nearest == .max ? Self.longestSleepMilliseconds

@@ -81,8 +81,7 @@ public final class URLSessionTransport: Transport {
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = "GET"
         // `request.url` is this hop's; `trail.start` the URL the fetch began with.
-        for (name, value) in request.headers where RedirectPolicy.sameOrigin(trail.start, request.url)
-            || !RedirectPolicy.credentialHeaders.contains(name.lowercased()) {
+        for (name, value) in RedirectPolicy.headers(request.headers, from: trail.start, toward: request.url) {
             urlRequest.setValue(value, forHTTPHeaderField: name)
         }
         if let userAgent = request.userAgent { urlRequest.setValue(userAgent, forHTTPHeaderField: "User-Agent") }
@@ -132,12 +131,6 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         var drainDeadline: ContinuousClock.Instant?
         var draining: Bool { drainDeadline != nil }
     }
-
-    /// How long a small unwanted body may take to drain.
-    static let drainTime = Duration.seconds(5)
-
-    /// Unwanted bodies up to this size are read and dropped rather than cut off (see `draining`).
-    static let drainLimit: Int64 = 64 * 1024
 
     private let entries = Mutex<[Int: Entry]>([:])
 
@@ -263,11 +256,11 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         case .accept:
             completionHandler(.allow)
         case .reject(let reason):
-            if let length = head.contentLength, length <= Self.drainLimit {
+            if let length = head.contentLength, length <= RefusedBody.limit {
                 // Read the small body to its end instead of cutting the connection: the server
                 // then sees the request finish before haul sends another one.
                 stop(id, .rejected(reason), cancel: false)
-                entries.withLock { $0[id]?.drainDeadline = .now + Self.drainTime }
+                entries.withLock { $0[id]?.drainDeadline = .now + RefusedBody.time }
                 completionHandler(.allow)
             } else {
                 stop(id, .rejected(reason))
