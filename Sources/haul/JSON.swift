@@ -1,8 +1,12 @@
+import Foundation
+
 /// A JSON value with ordered object keys, written compactly for scripts.
 enum JSON {
     case null
     case bool(Bool)
     case int(Int)
+    /// A finite number, written with at most two decimals.
+    case number(Double)
     case string(String)
     case array([JSON])
     case object([(String, JSON)])
@@ -21,6 +25,7 @@ enum JSON {
         case .null: out += "null"
         case .bool(let value): out += value ? "true" : "false"
         case .int(let value): out += String(value)
+        case .number(let value): out += value.isFinite ? String(format: "%.2f", value) : "null"
         case .string(let value): Self.writeString(value, to: &out)
         case .array(let items):
             out += "["

@@ -108,6 +108,7 @@ final class RunReporter: Sendable {
                 ("done", .int(summary.done)), ("failed", .int(summary.failed)), ("retries", .int(summary.retriesScheduled)),
                 ("bytes", .int(Int(summary.bytes))), ("elapsed_ms", .int(Int(summary.elapsed * 1000))),
                 ("interrupted", .bool(summary.interrupted)),
+                ("average_transfers", .number(summary.averageTransfers)),
                 ("counts", .object(JobState.allCases.map { ($0.rawValue, .int(summary.finalCounts[$0] ?? 0)) })),
                 ("failures", .array(summary.failuresByReason.map { .object([("reason", .string(HTTPURL.redact($0.reason))), ("count", .int($0.count))]) })),
             ]).text + "\n", to: STDOUT_FILENO)

@@ -401,7 +401,7 @@ final class QueueClaimTests: XCTestCase {
         do {
             let queue = try JobQueue(path: path)
             for host in ["a.example", "b.example", "c.example"] {
-                try add((0..<60).map { "https://\(host)/\(host)-\($0)" }, to: queue, in: folder)
+                try add((0..<200).map { "https://\(host)/\(host)-\($0)" }, to: queue, in: folder)
             }
         }
         let held = Mutex(Set<Int>())
@@ -409,10 +409,16 @@ final class QueueClaimTests: XCTestCase {
         let reports = Mutex([ClaimWorker.Report]())
         let errors = Mutex([String]())
         let finished = DispatchGroup()
+        // Both threads start claiming together: one alone can finish every job first.
+        let arrived = DispatchGroup()
+        let go = DispatchSemaphore(value: 0)
         for worker in 0..<2 {
             finished.enter()
+            arrived.enter()
             Thread.detachNewThread {
                 defer { finished.leave() }
+                arrived.leave()
+                go.wait()
                 do {
                     let report = try ClaimWorker.run(
                         path: path, perHostCap: cap, seed: UInt64(worker + 1), owner: "worker-\(worker)", rescheduleOneIn: 4,
@@ -431,6 +437,9 @@ final class QueueClaimTests: XCTestCase {
                 }
             }
         }
+        arrived.wait()
+        go.signal()
+        go.signal()
         XCTAssertEqual(finished.wait(timeout: .now() + 45), .success, "claimers did not finish")
         XCTAssertEqual(errors.withLock { $0 }, [])
         XCTAssertEqual(duplicates.withLock { $0 }, [])
@@ -441,7 +450,7 @@ final class QueueClaimTests: XCTestCase {
         XCTAssertEqual(try database.scalarInt("SELECT count(*) FROM jobs WHERE state <> 'done'"), 0)
         XCTAssertEqual(all.reduce(0) { $0 + $1.claimed.count }, try database.scalarInt("SELECT count(*) FROM attempts"),
                        "every claim is one attempt")
-        XCTAssertEqual(Set(all.flatMap(\.claimed)).count, 180)
+        XCTAssertEqual(Set(all.flatMap(\.claimed)).count, 600)
         XCTAssertEqual(try database.scalarInt("SELECT count(*) FROM attempts WHERE finished_at IS NULL"), 0)
         try assertCountersConsistent(database)
         return all.map(\.claimed.count)

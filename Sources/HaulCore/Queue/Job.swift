@@ -3,6 +3,8 @@ public struct Job: Sendable, Equatable {
     public let id: Int
     public let url: String
     public let host: String
+    /// The queue's id of `host` (slots are held by host id).
+    public let hostID: Int
     public let destination: String
     public let state: JobState
     public let attempts: Int
@@ -37,7 +39,36 @@ public struct Job: Sendable, Equatable {
         let t = table
         return "\(t)id, \(t)url, \(host), \(t)destination, \(t)state, \(t)attempts, \(t)max_attempts, \(t)next_attempt_at, "
             + "\(t)lease_token, \(t)lease_owner, \(t)lease_expires_at, \(t)last_status, \(t)last_error, \(t)expected_bytes, "
-            + "\(t)received_bytes, \(t)etag, \(t)last_modified, \(t)sha256, \(t)created_at, \(t)updated_at, \(t)finished_at, \(t)profile_id"
+            + "\(t)received_bytes, \(t)etag, \(t)last_modified, \(t)sha256, \(t)created_at, \(t)updated_at, \(t)finished_at, \(t)profile_id, \(t)host_id"
+    }
+
+    /// A job as a store other than SQLite (or a test) makes it.
+    init(id: Int, url: String, host: String, hostID: Int, destination: String, state: JobState = .running, attempts: Int = 1,
+         maxAttempts: Int = 5, etag: String? = nil, lastModified: String? = nil, expectedBytes: Int? = nil,
+         createdAt: Int = 0, profileID: Int? = nil) {
+        self.id = id
+        self.url = url
+        self.host = host
+        self.hostID = hostID
+        self.destination = destination
+        self.state = state
+        self.attempts = attempts
+        self.maxAttempts = maxAttempts
+        nextAttemptAt = 0
+        leaseToken = nil
+        leaseOwner = nil
+        leaseExpiresAt = nil
+        lastStatus = nil
+        lastError = nil
+        self.expectedBytes = expectedBytes
+        receivedBytes = 0
+        self.etag = etag
+        self.lastModified = lastModified
+        sha256 = nil
+        self.createdAt = createdAt
+        updatedAt = createdAt
+        finishedAt = nil
+        self.profileID = profileID
     }
 
     init(row: Row) {
@@ -63,6 +94,7 @@ public struct Job: Sendable, Equatable {
         updatedAt = row.int(19)
         finishedAt = row.optionalInt(20)
         profileID = row.optionalInt(21)
+        hostID = row.int(22)
     }
 }
 

@@ -133,12 +133,12 @@ extension JobQueue {
         try database.transaction(.write) {
             for owner in owners {
                 try database.run("UPDATE jobs SET lease_expires_at = ? WHERE state = 'running' AND lease_owner = ?", now, owner)
+                try database.run("DELETE FROM host_slots WHERE owner = ?", owner)
             }
             try expireLeases(now: now)
         }
     }
 
-    /// The distinct owners of running jobs' leases.
     /// How many running jobs each lease owner holds.
     public func runningJobsByOwner() throws -> [(owner: String, jobs: Int)] {
         try database.rows("""
@@ -146,7 +146,11 @@ extension JobQueue {
             """) { (owner: $0.string(0), jobs: $0.int(1)) }
     }
 
+    /// The distinct owners of running jobs' leases and of host slots.
     public func leaseOwners() throws -> [String] {
-        try database.rows("SELECT DISTINCT lease_owner FROM jobs WHERE state = 'running' AND lease_owner IS NOT NULL") { $0.string(0) }
+        try database.rows("""
+            SELECT lease_owner FROM jobs WHERE state = 'running' AND lease_owner IS NOT NULL
+            UNION SELECT owner FROM host_slots
+            """) { $0.string(0) }
     }
 }

@@ -11,6 +11,8 @@ public final class JobQueue {
     public let database: Database
     /// The current time in Unix milliseconds. Replaceable so tests can move time.
     public var clock: @Sendable () -> Int = { Int(Date().timeIntervalSince1970 * 1000) }
+    /// When `exchange` last looked for expired leases (Unix ms).
+    var lastExpiry = Int.min / 2
 
     public init(database: Database) {
         self.database = database

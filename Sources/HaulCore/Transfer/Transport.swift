@@ -131,6 +131,30 @@ public struct FetchResult: Sendable {
 /// the body is streamed to the sink as it arrives, never held whole in memory.
 public protocol Transport: Sendable {
     func fetch(_ request: FetchRequest, into sink: BodySink) async -> FetchResult
+    /// Starts a fetch without waiting for it: `completion` is called exactly once, on any
+    /// thread, when it ends (also when it is cancelled through the handle).
+    func start(_ request: FetchRequest, into sink: BodySink,
+               completion: @escaping @Sendable (FetchResult) -> Void) -> FetchHandle
     /// Cancels every fetch in flight.
     func cancelAll()
+}
+
+/// A fetch in flight, started by `Transport.start`.
+public protocol FetchHandle: Sendable {
+    /// Ends the fetch as `.cancelled` (at once, or as soon as the transport can).
+    func cancel()
+}
+
+extension Transport {
+    /// A fetch in a task of its own, for transports without a native way to start one.
+    public func start(_ request: FetchRequest, into sink: BodySink,
+                      completion: @escaping @Sendable (FetchResult) -> Void) -> FetchHandle {
+        TaskFetchHandle(task: Task { completion(await fetch(request, into: sink)) })
+    }
+}
+
+/// Cancels the task a fetch runs in.
+struct TaskFetchHandle: FetchHandle {
+    let task: Task<Void, Never>
+    func cancel() { task.cancel() }
 }

@@ -5,7 +5,7 @@ import HaulCore
 enum RunCommand: Command {
     static let runOptions: [CommandSpec.Option] = [
         .init(names: ["-j", "--jobs"], value: "N", help: "Transfers at once, over all hosts (default 16)."),
-        .init(names: ["--per-host"], value: "N", help: "Transfers at once to one host, over every haul process (default 4)."),
+        .init(names: ["--per-host"], value: "N", help: "Transfers at once to one host, over every haul process; kept with the queue for later runs (default 4)."),
         .init(names: ["--max-attempts"], value: "N", help: "Attempts per job before it fails (default 5)."),
         .init(names: ["--stall"], value: "SECONDS", help: "Abandon an attempt after this long without data (default 60)."),
         .init(names: ["--timeout"], value: "SECONDS", help: "Abandon an attempt after this long in all (default: none)."),
@@ -86,7 +86,7 @@ enum RunCommand: Command {
         } catch let unsupported as TransportKind.Unsupported {
             throw UsageError(message: unsupported.description, spec: spec)
         }
-        let engine = DownloadEngine(service: QueueService(queue), transport: transport, options: options) { event in
+        let engine = DownloadEngine(store: StoreExecutor(queue), transport: transport, options: options) { event in
             reporter.report(event)
         }
         reporter.whenReaderGone { engine.stop() }

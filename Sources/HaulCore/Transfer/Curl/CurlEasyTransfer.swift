@@ -9,7 +9,7 @@ import Synchronization
 /// Guarantees: the sink's `head` is called once, with the final response's head, before any of
 /// its body bytes reach `body`; a redirect's head and body never reach the sink; a refused head
 /// writes nothing (a small body is read to its end and dropped so the connection is kept, a
-/// large one cut); the continuation is resumed exactly once.
+/// large one cut); `onEnd` is called exactly once.
 ///
 /// `@unchecked Sendable`: once submitted, every property but `cancelRequested` is read and
 /// written only on the loop's thread (the libcurl callbacks run there too); the submitting task
@@ -35,7 +35,8 @@ final class CurlEasyTransfer: @unchecked Sendable {
 
     let request: FetchRequest
     let sink: BodySink
-    var continuation: CheckedContinuation<FetchResult, Never>?
+    /// Called once, on the loop's thread, when the transfer ends.
+    var onEnd: (@Sendable (FetchResult) -> Void)?
     /// Set from any thread to ask the loop to cancel this transfer.
     let cancelRequested = Atomic<Bool>(false)
 

@@ -6,7 +6,7 @@ import Synchronization
 /// `info_read`), as curl's own tool drives its parallel transfers. Other threads hand work in
 /// through a locked inbox and wake the loop with `curl_multi_wakeup`.
 ///
-/// Guarantees: every submitted transfer's continuation is resumed exactly once (with a result,
+/// Guarantees: every submitted transfer's `onEnd` is called exactly once (with a result,
 /// `.cancelled` when cancelled or when the loop closes); a transfer's easy handle and context
 /// stay alive while libcurl may call back into it; easy handles are reused, so the multi
 /// handle's connection cache keeps connections alive; stall, drain and total deadlines are
@@ -48,7 +48,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         thread.start()
     }
 
-    /// Hands a transfer to the loop (its continuation set). After `close`, it ends as cancelled.
+    /// Hands a transfer to the loop (its `onEnd` set). After `close`, it ends as cancelled.
     func submit(_ transfer: CurlEasyTransfer) {
         let accepted = inbox.withLock { inbox -> Bool in
             guard !inbox.closed else { return false }
@@ -56,7 +56,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             curl_multi_wakeup(multi)
             return true
         }
-        if !accepted { transfer.continuation?.resume(returning: FetchResult(head: nil, failure: .cancelled)) }
+        if !accepted { resume(transfer, FetchResult(head: nil, failure: .cancelled)) }
     }
 
     func cancel(_ transfer: CurlEasyTransfer) {
@@ -186,8 +186,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     }
 
     private func resume(_ transfer: CurlEasyTransfer, _ result: FetchResult) {
-        let continuation = transfer.continuation
-        transfer.continuation = nil
-        continuation?.resume(returning: result)
+        let onEnd = transfer.onEnd
+        transfer.onEnd = nil
+        onEnd?(result)
     }
 }

@@ -1,5 +1,6 @@
 import CCurl
 import Foundation
+import Synchronization
 
 /// The libcurl transport, haul's default: every fetch runs on one `CurlMultiLoop` (one thread,
 /// one multi handle), with its body written to the sink inside libcurl's write callback.
@@ -64,20 +65,27 @@ public final class CurlTransport: Transport {
     deinit { loop.close() }
 
     public func fetch(_ request: FetchRequest, into sink: BodySink) async -> FetchResult {
-        if let refusal = RedirectPolicy.refusal(toStart: request.url) {
-            return FetchResult(head: nil, failure: .badRedirect(refusal))
-        }
         if Task.isCancelled { return FetchResult(head: nil, failure: .cancelled) }
-        let transfer = CurlEasyTransfer(request: request, sink: sink)
-        let loop = self.loop
+        let pending = PendingCancel()
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                transfer.continuation = continuation
-                loop.submit(transfer)
+                pending.started(start(request, into: sink) { continuation.resume(returning: $0) })
             }
         } onCancel: {
-            loop.cancel(transfer)
+            pending.cancel()
         }
+    }
+
+    public func start(_ request: FetchRequest, into sink: BodySink,
+                      completion: @escaping @Sendable (FetchResult) -> Void) -> FetchHandle {
+        if let refusal = RedirectPolicy.refusal(toStart: request.url) {
+            completion(FetchResult(head: nil, failure: .badRedirect(refusal)))
+            return CurlFetchHandle(transfer: nil, loop: loop)
+        }
+        let transfer = CurlEasyTransfer(request: request, sink: sink)
+        transfer.onEnd = completion
+        loop.submit(transfer)
+        return CurlFetchHandle(transfer: transfer, loop: loop)
     }
 
     public func cancelAll() {
@@ -92,5 +100,36 @@ public final class CurlTransport: Transport {
         if let ssl = info.pointee.ssl_version { parts.append(String(cString: ssl)) }
         if let nghttp2 = info.pointee.nghttp2_version { parts.append("nghttp2/" + String(cString: nghttp2)) }
         return parts.joined(separator: " ")
+    }
+}
+
+/// Cancels one libcurl transfer.
+struct CurlFetchHandle: FetchHandle {
+    let transfer: CurlEasyTransfer?
+    let loop: CurlMultiLoop
+
+    func cancel() {
+        if let transfer { loop.cancel(transfer) }
+    }
+}
+
+/// A cancellation that may come before the fetch it cancels has its handle.
+final class PendingCancel: Sendable {
+    private let state = Mutex<(handle: FetchHandle?, cancelled: Bool)>((nil, false))
+
+    func started(_ handle: FetchHandle) {
+        let cancelled = state.withLock { state -> Bool in
+            state.handle = handle
+            return state.cancelled
+        }
+        if cancelled { handle.cancel() }
+    }
+
+    func cancel() {
+        let handle = state.withLock { state -> FetchHandle? in
+            state.cancelled = true
+            return state.handle
+        }
+        handle?.cancel()
     }
 }

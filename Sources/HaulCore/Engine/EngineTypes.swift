@@ -4,8 +4,9 @@ import Foundation
 public struct EngineOptions: Sendable {
     /// Transfers in flight at once, over all hosts.
     public var workers = 16
-    /// Transfers in flight at once to one host (counted in the database, over every process).
-    public var perHost = 4
+    /// When set, becomes the queue's per-host cap for every host without its own (stored with
+    /// the queue, so every process sharing it keeps the same limit). Nil: the stored cap.
+    public var perHost: Int?
     public var maxAttempts = 5
     /// Seconds without a body byte before an attempt is abandoned.
     public var stallTimeout: TimeInterval = 60
@@ -58,4 +59,6 @@ public struct RunSummary: Sendable {
     public var finalCounts: [JobState: Int] = [:]
     /// Set when the run stopped because it was asked to (a signal), not because it finished.
     public var interrupted = false
+    /// Transfers running at once, averaged over the run.
+    public var averageTransfers = 0.0
 }

@@ -1,0 +1,376 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// Drains the job queue: the thin runner of `EngineCore`, which decides; this performs its
+/// actions (temp files, fetches, placement, exchanges with the store) and feeds back what
+/// happened.
+///
+/// Guarantees (with `EngineCore`'s):
+/// - at most `workers` transfers at once, and at most a host's cap per host over every process
+///   sharing the queue (slots held in the store);
+/// - a job is marked done only after its file was verified, made durable and renamed into place;
+/// - every failed attempt is recorded, then retried after Retry-After (pausing the host) or
+///   backoff, or failed with its reason after `maxAttempts`;
+/// - leases and slots are renewed while held; a transfer whose lease was lost is abandoned;
+/// - on `stop()`, no new job is claimed, transfers are cancelled with their temp files kept, and
+///   their jobs are handed back to the queue without counting the attempt;
+/// - memory does not grow with the queue: jobs are claimed a few at a time.
+public final class DownloadEngine: Sendable {
+    private let runner: Runner
+    private let store: StoreExecutor
+    private let options: EngineOptions
+
+    public init(store: StoreExecutor, transport: Transport, options: EngineOptions,
+                events: @escaping @Sendable (EngineEvent) -> Void = { _ in }) {
+        self.store = store
+        self.options = options
+        let policy = RetryPolicy(backoff: Backoff(base: 1, cap: 300), maxRetryAfter: options.maxRetryAfter)
+        let config = EngineCore.Config(workers: options.workers, owner: ProcessIdentity.current.description,
+                                       leaseMilliseconds: Int(options.leaseDuration * 1000), maxAttempts: options.maxAttempts,
+                                       policy: policy, progressEvery: Int(options.progressInterval * 1000))
+        runner = Runner(core: EngineCore(config: config), store: store, transport: transport, options: options, emit: events)
+    }
+
+    /// Asks the run to stop (safe to call from any thread, e.g. a signal handler).
+    public func stop() {
+        runner.send(.stop)
+    }
+
+    /// Live figures for a progress display.
+    public func currentStats() async -> EngineStats {
+        await runner.stats()
+    }
+
+    /// Runs until every job is done, failed or cancelled, or until `stop()`.
+    public func run() async throws -> RunSummary {
+        let started = Date()
+        let cap = options.perHost
+        let removed = try await store.perform { store -> Int in
+            if let cap { try store.setHostCap(cap, host: nil) }
+            try Startup.reclaimDeadOwners(store)
+            return try Startup.removeOrphanedTempFiles(store)
+        }
+        if removed > 0 { runner.emit(.warning("removed \(removed) temp files that no job owns any more")) }
+        var summary = try await runner.run()
+        summary.elapsed = Date().timeIntervalSince(started)
+        summary.finalCounts = try await store.perform { try $0.status().counts }
+        return summary
+    }
+}
+
+/// Performs `EngineCore`'s actions.
+///
+/// @unchecked Sendable: every stored `var` is touched only on `queue` (a serial dispatch
+/// queue): events from other threads (transport completions, store results, placement, timers,
+/// `stop`) are handed in with `send`, which runs them there.
+private final class Runner: @unchecked Sendable {
+    let emit: @Sendable (EngineEvent) -> Void
+    private let queue = DispatchQueue(label: "haul.engine")
+    private let store: StoreExecutor
+    private let transport: Transport
+    private let options: EngineOptions
+    private var core: EngineCore
+    private var leases: [String: Lease] = [:]
+    private var attempts: [String: DownloadAttempt] = [:]
+    private var handles: [String: FetchHandle] = [:]
+    private var files: [String: VerifiedFile] = [:]
+    /// Request profiles read so far, by id (few: one per `add` that gave options).
+    private var profiles: [Int: RequestProfile] = [:]
+    private var missingProfiles = Set<Int>()
+    private var queueCounts: [JobState: Int] = [:]
+    private var waitingForRetry = 0
+    private var lastCounts = 0
+    private var timer: DispatchSourceTimer?
+    private var continuation: CheckedContinuation<RunSummary, any Error>?
+    /// Exchanges that failed in a row, and whether one ever succeeded.
+    private var failedExchanges = 0
+    private var exchangedOnce = false
+    /// The summary, once the core finished.
+    private var finished: RunSummary?
+    /// Set when the run ended on an error: later events are dropped.
+    private var aborted = false
+    /// The longest run of failed exchanges before the run ends on the error.
+    static let failedExchangeLimit = 5
+    private let started = Date()
+
+    /// Where blocking file work (fsync, rename) runs.
+    static let fileQueue = DispatchQueue(label: "haul.files", attributes: .concurrent)
+    /// Files at least this large get their validator recorded as soon as their head arrives.
+    static let resumableSize: Int64 = 1 << 20
+
+    init(core: EngineCore, store: StoreExecutor, transport: Transport, options: EngineOptions,
+         emit: @escaping @Sendable (EngineEvent) -> Void) {
+        self.core = core
+        self.store = store
+        self.transport = transport
+        self.options = options
+        self.emit = emit
+    }
+
+    func run() async throws -> RunSummary {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async {
+                if let summary = self.finished {
+                    continuation.resume(returning: summary)  // stopped before it began
+                    return
+                }
+                self.continuation = continuation
+                self.process(.begin)
+            }
+        }
+    }
+
+    func send(_ event: EngineCore.Event) {
+        queue.async { self.process(event) }
+    }
+
+    func stats() async -> EngineStats {
+        await withCheckedContinuation { continuation in
+            queue.async {
+                var stats = self.core.stats
+                stats.active = self.core.activeTransfers
+                stats.started = self.started
+                stats.queueCounts = self.queueCounts
+                stats.waitingForRetry = self.waitingForRetry
+                for (token, attempt) in self.attempts where self.handles[token] != nil {
+                    stats.bytesThisRun += max(0, attempt.snapshot.bytesOnDisk - attempt.resumeOffset)
+                }
+                continuation.resume(returning: stats)
+            }
+        }
+    }
+
+    private static func now() -> Int { Int(Date().timeIntervalSince1970 * 1000) }
+
+    /// Hands `event` to the core and performs what it asks, then whatever that brings about.
+    private func process(_ event: EngineCore.Event) {
+        guard !aborted else { return }
+        var events = [event]
+        var index = 0
+        while index < events.count {
+            let actions = core.handle(events[index], now: Self.now())
+            index += 1
+            for action in actions { perform(action, then: &events) }
+        }
+    }
+
+    private func perform(_ action: EngineCore.Action, then events: inout [EngineCore.Event]) {
+        switch action {
+        case .prepare(let lease):
+            events.append(prepare(lease))
+        case .fetch(let token):
+            if let event = fetch(token) { events.append(event) }
+        case .cancel(let token):
+            if let handle = handles[token] {
+                handle.cancel()
+            } else if let attempt = attempts[token] {
+                // Not sent yet (waiting for its validator to be forgotten): it ends here.
+                events.append(.transferEnded(token: token, .failed(.cancelled, status: nil, snapshot: attempt.snapshot),
+                                             resumedFrom: attempt.resumeOffset))
+                forget(token)
+            }
+        case .exchange(var request, let progressOf):
+            for token in progressOf {
+                guard let attempt = attempts[token], let lease = leases[token] else { continue }
+                request.progress.append(EngineCore.progress(attempt.snapshot, lease: lease))
+            }
+            exchange(request)
+        case .place(let tokens):
+            let batch = tokens.compactMap { token in files.removeValue(forKey: token).map { (token, $0) } }
+            Self.fileQueue.async {
+                let problems = Placement.place(batch.map(\.1))
+                var results: [String: String?] = [:]
+                for ((token, _), problem) in zip(batch, problems) { results[token] = .some(problem) }
+                self.send(.placed(results))
+            }
+        case .removeTemp(let lease):
+            TempFile(destination: lease.job.destination, jobID: lease.jobID).remove()
+        case .report(let event):
+            emit(event)
+        case .wake(let at):
+            schedule(at: at)
+        case .finish:
+            timer?.cancel()
+            timer = nil
+            finished = core.summary
+            continuation?.resume(returning: core.summary)
+            continuation = nil
+        }
+    }
+
+    // MARK: Transfers
+
+    /// Opens the temp file and decides how to resume.
+    private func prepare(_ lease: Lease) -> EngineCore.Event {
+        let job = lease.job
+        let token = lease.token
+        let temp = TempFile(destination: job.destination, jobID: job.id)
+        do {
+            try temp.checkNoNewLinks(since: job.createdAt)
+        } catch {
+            return .prepareFailed(token: token, .unsafeDestination(String(describing: error)))
+        }
+        guard URL(string: job.url) != nil else {
+            return .prepareFailed(token: token, .badRedirect("invalid URL: \(HTTPURL.redact(job.url))"))
+        }
+        let storedValidator: Validator? = job.etag.map(Validator.etag) ?? job.lastModified.map(Validator.lastModified)
+        do {
+            let attempt = try DownloadAttempt(
+                temp: temp, expectedSHA256: job.sha256, storedValidator: storedValidator,
+                storedTotal: job.expectedBytes.map(Int64.init),
+                onAccepted: { [weak self] snapshot in
+                    // Record the validator and length before the body, so a kill -9 mid-body can
+                    // resume. Small files are cheaper to fetch again than to record twice.
+                    guard snapshot.validator != nil, (snapshot.expectedTotal ?? .max) >= Self.resumableSize else { return }
+                    self?.send(.headAccepted(token: token, EngineCore.progress(snapshot, lease: lease)))
+                })
+            leases[token] = lease
+            attempts[token] = attempt
+            emit(.started(jobID: job.id, url: job.url, resumeFrom: attempt.resumeOffset))
+            // Starting over while the queue still holds an earlier partial file's validator:
+            // forget it before any new byte is written. Otherwise a kill before the next progress
+            // write leaves the old validator on the new bytes, and a later resume (If-Range: old)
+            // splices two versions of the file.
+            let forget = attempt.resumeOffset == 0 && (job.etag != nil || job.lastModified != nil)
+                ? Progress(jobID: job.id, token: token, receivedBytes: 0, expectedBytes: nil) : nil
+            return .prepared(token: token, forget: forget)
+        } catch let error as TransferIOError where error.unsafe {
+            return .prepareFailed(token: token, .unsafeDestination(error.message))
+        } catch {
+            return .prepareFailed(token: token, .disk(String(describing: error)))
+        }
+    }
+
+    /// Sends the request of a prepared attempt.
+    private func fetch(_ token: String) -> EngineCore.Event? {
+        guard let lease = leases[token], let attempt = attempts[token], let url = URL(string: lease.job.url) else { return nil }
+        var request = FetchRequest(url: url, headers: attempt.requestHeaders,
+                                   stallTimeout: options.stallTimeout, totalTimeout: options.totalTimeout)
+        if let id = lease.job.profileID {
+            guard let profile = profiles[id] else {
+                forget(token)
+                return .transferEnded(token: token, .failed(.disk("its request options (profile \(id)) are missing from the database"),
+                                                            status: nil, snapshot: nil), resumedFrom: 0)
+            }
+            Self.apply(profile, to: &request)
+        }
+        handles[token] = transport.start(request, into: attempt) { [weak self] result in
+            guard let self else { return }
+            self.queue.async { self.fetched(token, result) }
+        }
+        return nil
+    }
+
+    /// A fetch ended: verify what it wrote, and tell the core.
+    private func fetched(_ token: String, _ result: FetchResult) {
+        guard let attempt = attempts[token] else { return }
+        let end: EngineCore.TransferEnd
+        switch attempt.verify(result) {
+        case .verified(let file):
+            files[token] = file
+            end = .verified(status: file.status, bytes: file.bytes)
+        case .failed(let failure, let status):
+            end = .failed(failure, status: status, snapshot: attempt.snapshot)
+        }
+        let resumedFrom = attempt.resumeOffset
+        forget(token)
+        process(.transferEnded(token: token, end, resumedFrom: resumedFrom))
+    }
+
+    private func forget(_ token: String) {
+        attempts[token] = nil
+        handles[token] = nil
+        leases[token] = nil
+    }
+
+    /// Adds a job's request options to its request. The attempt's own headers (Range, If-Range)
+    /// come first and are never replaced: `add` refuses those names.
+    private static func apply(_ profile: RequestProfile, to request: inout FetchRequest) {
+        for (name, value) in profile.headers where request.headers[name] == nil {
+            request.headers[name] = value
+        }
+        request.userAgent = profile.userAgent
+        switch profile.netrc {
+        case .home?:
+            request.netrcFile = (ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()) + "/.netrc"
+        case .file(let path)?:
+            request.netrcFile = path
+        case nil:
+            break
+        }
+    }
+
+    // MARK: The store
+
+    private struct Answer: Sendable {
+        var result: ExchangeResult
+        var profiles: [Int: RequestProfile?]
+        var status: QueueStatus?
+    }
+
+    /// One exchange on the store's queue; the answer comes back as an event. Request profiles of
+    /// newly claimed jobs, and the queue's counts (about once a second), are read with it.
+    private func exchange(_ request: Exchange) {
+        let known = Set(profiles.keys).union(missingProfiles)
+        let now = Self.now()
+        let wantCounts = now - lastCounts >= 1000
+        if wantCounts { lastCounts = now }
+        store.async({ store -> Answer in
+            let result = try store.exchange(request)
+            var read: [Int: RequestProfile?] = [:]
+            for lease in result.claimed {
+                guard let id = lease.job.profileID, !known.contains(id), read[id] == nil else { continue }
+                read[id] = .some(try store.profile(id: id))
+            }
+            return Answer(result: result, profiles: read, status: wantCounts ? try store.status() : nil)
+        }, completion: { [weak self] answer in
+            guard let self else { return }
+            self.queue.async {
+                switch answer {
+                case .success(let answer):
+                    self.exchangedOnce = true
+                    self.failedExchanges = 0
+                    for (id, profile) in answer.profiles {
+                        if let profile { self.profiles[id] = profile } else { self.missingProfiles.insert(id) }
+                    }
+                    if let status = answer.status {
+                        self.queueCounts = status.counts
+                        self.waitingForRetry = status.waitingForRetry
+                    }
+                    self.process(.exchanged(answer.result))
+                case .failure(let error):
+                    self.failedExchanges += 1
+                    if !self.exchangedOnce || self.failedExchanges >= Self.failedExchangeLimit {
+                        self.abort(error)
+                    } else {
+                        self.process(.exchangeFailed(String(describing: error)))
+                    }
+                }
+            }
+        })
+    }
+
+    /// Ends the run on `error` (the queue cannot be written): transfers stop, their temp files
+    /// stay, and their jobs' leases expire for a later run to take them back.
+    private func abort(_ error: any Error) {
+        aborted = true
+        for handle in handles.values { handle.cancel() }
+        for file in files.values { file.close() }
+        timer?.cancel()
+        timer = nil
+        continuation?.resume(throwing: error)
+        continuation = nil
+    }
+
+    private func schedule(at: Int) {
+        let delay = max(0, at - Self.now())
+        if timer == nil {
+            let source = DispatchSource.makeTimerSource(queue: queue)
+            source.setEventHandler { [weak self] in self?.process(.tick) }
+            source.resume()
+            timer = source
+        }
+        timer?.schedule(deadline: .now() + .milliseconds(delay), leeway: .milliseconds(1))
+    }
+}

@@ -1,0 +1,609 @@
+import Foundation
+
+/// The download engine's decisions as a value: events go in (`handle`), actions come out. It
+/// does no I/O, reads no clock and starts no thread: times come in with the events. The runner
+/// (`DownloadEngine`) performs the actions and feeds back what happened.
+///
+/// Guarantees:
+/// - at most `workers` transfers at once; a transfer starts only inside a slot of its host held
+///   by this process, and a slot passes to the host's next job when a transfer ends, without a
+///   round trip to the queue;
+/// - jobs are claimed ahead (at most twice a host's cap in hand per host) so the next job of
+///   every busy host is already held;
+/// - outcomes (done, retry, failure, release), progress and pauses are sent in batches with the
+///   next exchange, one exchange at a time; a job is sent as done only after its file was placed
+///   durably;
+/// - a transfer whose job lease was lost is cancelled and its result dropped;
+/// - on `stop`, nothing more is claimed, transfers are cancelled and their jobs handed back
+///   uncounted, verified files are still placed, and every slot is given back before `finish`.
+struct EngineCore {
+    struct Config {
+        var workers: Int
+        var owner: String
+        var leaseMilliseconds: Int
+        var maxAttempts: Int?
+        var policy: RetryPolicy
+        /// Outcomes (and verified files) wait for at most this many, or this long, before a batch.
+        var batchSize = 128
+        var batchDelay = 100
+        var progressEvery = 1000
+        /// How long after a slot request is refused before asking again, in ms.
+        var slotRetry = 20
+    }
+
+    /// How a transfer ended, as the runner saw it.
+    enum TransferEnd: Equatable {
+        case verified(status: Int, bytes: Int64)
+        case failed(DownloadAttempt.Failure, status: Int?, snapshot: DownloadAttempt.Snapshot?)
+    }
+
+    enum Event {
+        case begin
+        case exchanged(ExchangeResult)
+        case exchangeFailed(String)
+        /// The temp file is open. `forget`: the partial file's validator must be forgotten in the
+        /// queue before any new byte is written (it is starting over).
+        case prepared(token: String, forget: Progress?)
+        /// The temp file could not be opened (or the URL is invalid): the attempt failed.
+        case prepareFailed(token: String, DownloadAttempt.Failure)
+        /// A big file's head was accepted: record its validator soon, for a resume after a crash.
+        case headAccepted(token: String, Progress)
+        case transferEnded(token: String, TransferEnd, resumedFrom: Int64)
+        /// Placement results by token: nil placed, else why not.
+        case placed([String: String?])
+        case tick
+        case stop
+    }
+
+    enum Action {
+        /// Open the temp file and decide how to resume; answer with `prepared` or `prepareFailed`.
+        case prepare(Lease)
+        /// Send the request.
+        case fetch(token: String)
+        case cancel(token: String)
+        /// One round trip to the queue; add the progress of these transfers to it.
+        case exchange(Exchange, progressOf: [String])
+        /// Place these verified files as one batch; answer with `placed`.
+        case place([String])
+        /// Drop the job's partial file.
+        case removeTemp(Lease)
+        case report(EngineEvent)
+        /// Send `tick` at this time (Unix ms), unless another event comes first.
+        case wake(at: Int)
+        case finish
+    }
+
+    private struct Host {
+        var free: [SlotLease] = []
+        var busy = 0
+        var ready: [Lease] = []
+        var readyStart = 0
+        var pausedUntil = 0
+        /// Give the next slot that falls free back (another claimer waits for one).
+        var yieldOne = false
+        var noSlotsUntil = 0
+        /// Since when the host has free slots and no job for them.
+        var idleSince: Int?
+        var readyCount: Int { ready.count - readyStart }
+
+        mutating func popReady() -> Lease? {
+            guard readyStart < ready.count else { return nil }
+            let lease = ready[readyStart]
+            readyStart += 1
+            if readyStart > 64 && readyStart * 2 > ready.count {
+                ready.removeFirst(readyStart)
+                readyStart = 0
+            }
+            return lease
+        }
+    }
+
+    private enum Phase { case preparing, forgetting, fetching }
+
+    private struct Transfer {
+        let lease: Lease
+        var slot: SlotLease
+        var phase: Phase
+        var abandoned = false
+        var slotLost = false
+    }
+
+    /// A verified file waiting to be placed, or an outcome waiting to be sent: what to report.
+    private struct Pending {
+        let lease: Lease
+        var status = 0
+        var bytes: Int64 = 0
+        var resumedFrom: Int64 = 0
+        var stale = false
+    }
+
+    let config: Config
+    private(set) var stats = EngineStats()
+    private(set) var summary = RunSummary()
+    private var failureReasons: [String: Int] = [:]
+    private var hosts: [Int: Host] = [:]
+    private var hostOrder: [Int] = []
+    private var cursor = 0
+    private var transfers: [String: Transfer] = [:]
+    private var verified: [String: Pending] = [:]
+    private var oldestVerified: Int?
+    private var placing: [String: Pending] = [:]
+    private var outbox: [(Outcome, Pending)] = []
+    private var oldestOutbox: Int?
+    private var pauses: [HostPause] = []
+    private var headProgress: [Progress] = []
+    /// Transfers waiting for their `forget` to be recorded before they may write.
+    private var forgetting: [Progress] = []
+    private var releasing: [SlotLease] = []
+    private var inFlight: (outcomes: [(Outcome, Pending)], forgetTokens: [String], slotsWanted: Set<Int>)?
+    private var lastRenewal = 0
+    private var lastProgress = 0
+    private var claimNotBefore = 0
+    private var exchangeNotBefore = 0
+    private var drained = false
+    /// Queued jobs the last claim that found none saw.
+    private var lastQueued: Int?
+    private var stopping = false
+    private var finished = false
+    private var started = 0
+    private var transferArea = 0.0
+    private var lastAreaUpdate = 0
+
+    init(config: Config) {
+        self.config = config
+    }
+
+    private var renewEvery: Int { config.leaseMilliseconds / 3 }
+    /// No job of ours is ready, running, being placed or waiting to be recorded.
+    private var holdsNoJob: Bool {
+        transfers.isEmpty && verified.isEmpty && placing.isEmpty && outbox.isEmpty && inFlight == nil && readyTotal == 0
+    }
+    private var readyTotal: Int { hosts.values.reduce(0) { $0 + $1.readyCount } }
+
+    // MARK: Events
+
+    mutating func handle(_ event: Event, now: Int) -> [Action] {
+        guard !finished else { return [] }
+        transferArea += Double(transfers.count) * Double(max(0, now - lastAreaUpdate))
+        lastAreaUpdate = now
+        var actions: [Action] = []
+        switch event {
+        case .begin:
+            started = now
+            lastRenewal = now
+            lastProgress = now
+        case .exchanged(let result):
+            absorb(result, now: now, into: &actions)
+        case .exchangeFailed(let why):
+            if let sent = inFlight {
+                outbox.insert(contentsOf: sent.outcomes, at: 0)  // sent again with the next exchange
+                if oldestOutbox == nil && !outbox.isEmpty { oldestOutbox = now }
+            }
+            inFlight = nil
+            exchangeNotBefore = now + 1000
+            actions.append(.report(.warning("database: \(why); trying again in 1 s")))
+        case .prepared(let token, let forget):
+            guard transfers[token] != nil else { break }
+            if let forget {
+                transfers[token]?.phase = .forgetting
+                forgetting.append(forget)
+            } else {
+                transfers[token]?.phase = .fetching
+                actions.append(.fetch(token: token))
+            }
+        case .prepareFailed(let token, let failure):
+            guard let transfer = transfers[token] else { break }
+            ended(token, transfer, .failed(failure, status: nil, snapshot: nil), resumedFrom: 0, now: now, into: &actions)
+        case .headAccepted(let token, let progress):
+            if transfers[token] != nil { headProgress.append(progress) }
+        case .transferEnded(let token, let end, let resumedFrom):
+            guard let transfer = transfers[token] else { break }
+            ended(token, transfer, end, resumedFrom: resumedFrom, now: now, into: &actions)
+        case .placed(let results):
+            for (token, problem) in results {
+                guard let item = placing.removeValue(forKey: token) else { continue }
+                if let problem {
+                    let failure = DownloadAttempt.Failure.disk(problem)
+                    decide(failure, status: nil, snapshot: nil, item: item, now: now, into: &actions)
+                } else {
+                    queue(.done(jobID: item.lease.jobID, token: item.lease.token, status: item.status, bytes: Int(item.bytes)), item, now: now)
+                }
+            }
+        case .tick:
+            break
+        case .stop:
+            guard !stopping else { break }
+            stopping = true
+            for token in transfers.keys.sorted() { actions.append(.cancel(token: token)) }
+            for id in hostOrder {
+                while let lease = hosts[id]?.popReady() {
+                    queue(.release(jobID: lease.jobID, token: lease.token, reason: "interrupted: haul was stopped", progress: nil),
+                          Pending(lease: lease), now: now)
+                }
+            }
+        }
+        step(now: now, into: &actions)
+        return actions
+    }
+
+    private mutating func ended(_ token: String, _ transfer: Transfer, _ end: TransferEnd, resumedFrom: Int64, now: Int,
+                                into actions: inout [Action]) {
+        transfers[token] = nil
+        let hostID = transfer.slot.hostID
+        hosts[hostID, default: Host()].busy -= 1
+        if transfer.slotLost {
+            // Not ours any more: nothing to give back.
+        } else if stopping || hosts[hostID]?.yieldOne == true && (hosts[hostID].map { $0.busy + $0.free.count } ?? 0) >= 1 {
+            // Another claimer waits for a slot of this host and we hold others: this one goes back.
+            if hosts[hostID]?.yieldOne == true {
+                hosts[hostID]?.yieldOne = false
+                hosts[hostID]?.noSlotsUntil = now + 10 * config.slotRetry  // let the other claimer take it
+            }
+            releasing.append(transfer.slot)
+        } else {
+            hosts[hostID]?.free.append(transfer.slot)
+        }
+        let item = Pending(lease: transfer.lease, resumedFrom: resumedFrom)
+        if transfer.abandoned { return }  // its lease was lost: the result is not ours to record
+        switch end {
+        case .verified(let status, let bytes):
+            var waiting = item
+            waiting.status = status
+            waiting.bytes = bytes
+            if verified.isEmpty { oldestVerified = now }
+            verified[token] = waiting
+        case .failed(let failure, let status, let snapshot):
+            if let snapshot { stats.bytesThisRun += max(0, snapshot.bytesOnDisk - resumedFrom) }
+            decide(failure, status: status, snapshot: snapshot, item: item, now: now, into: &actions)
+        }
+    }
+
+    /// What follows a failed attempt: the retry policy's decision, as an outcome to send.
+    private mutating func decide(_ failure: DownloadAttempt.Failure, status: Int?, snapshot: DownloadAttempt.Snapshot?,
+                                 item: Pending, now: Int, into actions: inout [Action]) {
+        let lease = item.lease
+        let job = lease.job
+        let decision: RetryPolicy.Decision = stopping && failure == .cancelled
+            ? .release : config.policy.decide(failure, attempt: job.attempts, now: Date(timeIntervalSince1970: Double(now) / 1000))
+        let kept = snapshot ?? DownloadAttempt.Snapshot(bytesOnDisk: 0, expectedTotal: nil, validator: nil)
+        switch decision {
+        case .release:
+            queue(.release(jobID: job.id, token: lease.token, reason: "interrupted: haul was stopped",
+                           progress: snapshot.map { Self.progress($0, lease: lease) }), item, now: now)
+        case .fail:
+            // An unsafe way to the destination is not followed, not even to clean up.
+            if case .unsafeDestination = failure {} else { actions.append(.removeTemp(lease)) }
+            queue(.fail(jobID: job.id, token: lease.token, status: status, reason: failure.description), item, now: now)
+        case .retry(let delay, let pauseHost, let discardPartial):
+            var progress = Self.progress(kept, lease: lease)
+            if discardPartial {
+                actions.append(.removeTemp(lease))
+                progress = Progress(jobID: job.id, token: lease.token, receivedBytes: 0, expectedBytes: nil)
+            }
+            if let pauseHost {
+                let until = now + Int(pauseHost * 1000)
+                pauses.append(HostPause(host: job.host, until: until, reason: "Retry-After from \(failure.description)"))
+                let current = hosts[job.hostID]?.pausedUntil ?? 0
+                hosts[job.hostID, default: Host()].pausedUntil = max(current, until)
+                actions.append(.report(.hostPaused(host: job.host, seconds: pauseHost, reason: failure.description)))
+            }
+            queue(.retry(jobID: job.id, token: lease.token, at: now + Int(delay * 1000), status: status,
+                         error: failure.description, progress: progress), item, now: now)
+        }
+    }
+
+    private mutating func queue(_ outcome: Outcome, _ item: Pending, now: Int) {
+        if outbox.isEmpty { oldestOutbox = now }
+        outbox.append((outcome, item))
+    }
+
+    private mutating func absorb(_ result: ExchangeResult, now: Int, into actions: inout [Action]) {
+        guard let sent = inFlight else { return }
+        inFlight = nil
+        for ((outcome, item), recorded) in zip(sent.outcomes, result.outcomes) {
+            report(outcome, item, recorded, into: &actions)
+        }
+        for token in sent.forgetTokens where transfers[token]?.phase == .forgetting {
+            transfers[token]?.phase = .fetching
+            actions.append(.fetch(token: token))
+        }
+        let lostJobs = Set(result.lostJobs.map(\.token))
+        if !lostJobs.isEmpty {
+            for id in hostOrder {
+                guard var host = hosts[id] else { continue }
+                let before = host.readyCount
+                let kept = host.ready[host.readyStart...].filter { !lostJobs.contains($0.token) }
+                host.ready = Array(kept)
+                host.readyStart = 0
+                if kept.count != before { hosts[id] = host }
+            }
+            for (token, transfer) in transfers where lostJobs.contains(token) && !transfer.abandoned {
+                transfers[token]?.abandoned = true
+                actions.append(.report(.warning("job \(transfer.lease.jobID): lease lost (cancelled, or expired); abandoning its transfer")))
+                actions.append(.cancel(token: token))
+            }
+            for token in lostJobs {
+                verified[token]?.stale = true
+                placing[token]?.stale = true
+            }
+        }
+        for slot in result.lostSlots {
+            if let index = hosts[slot.hostID]?.free.firstIndex(of: slot) {
+                hosts[slot.hostID]?.free.remove(at: index)
+            } else if let token = transfers.first(where: { $0.value.slot == slot })?.key {
+                transfers[token]?.slotLost = true
+            }
+        }
+        for claimed in result.claimed {
+            let id = claimed.job.hostID
+            if hosts[id] == nil { hostOrder.append(id) }
+            // An older transfer of the same job lost its lease when the job was claimed again.
+            for (token, transfer) in transfers where transfer.lease.jobID == claimed.jobID && !transfer.abandoned {
+                transfers[token]?.abandoned = true
+                actions.append(.cancel(token: token))
+            }
+            hosts[id, default: Host()].ready.append(claimed)
+        }
+        for slot in result.grantedSlots {
+            if hosts[slot.hostID] == nil { hostOrder.append(slot.hostID) }
+            hosts[slot.hostID, default: Host()].free.append(slot)
+        }
+        for id in sent.slotsWanted where !result.grantedSlots.contains(where: { $0.hostID == id }) {
+            hosts[id]?.noSlotsUntil = now + config.slotRetry
+        }
+        for id in result.contendedHosts { hosts[id]?.yieldOne = true }
+        for (id, until) in result.pausedHosts {
+            let current = hosts[id]?.pausedUntil ?? 0
+            hosts[id]?.pausedUntil = max(current, until)
+        }
+        if let unfinished = result.unfinished {
+            // Nothing claimable now: ask again when a waiting job falls due (or in a second, for
+            // jobs another process may hand back).
+            drained = unfinished.queued == 0 && unfinished.running == 0
+            lastQueued = unfinished.queued
+            stats.waitingForRetry = unfinished.queued
+            claimNotBefore = now + max(10, min(1000, (result.nextWake ?? (now + 1000)) - now))
+        } else {
+            drained = false
+            if !result.claimed.isEmpty { lastQueued = nil }
+        }
+        if sent.outcomes.contains(where: { if case .retry = $0.0 { return true } else if case .release = $0.0 { return true }; return false }) {
+            claimNotBefore = 0  // a job handed back may be claimable at once
+        }
+    }
+
+    private mutating func report(_ outcome: Outcome, _ item: Pending, _ recorded: OutcomeResult, into actions: inout [Action]) {
+        let job = item.lease.job
+        if recorded == .stale || item.stale {
+            if case .release = outcome { return }
+            actions.append(.report(.warning("job \(job.id): lease lost (cancelled, or taken back after expiry); its result was discarded")))
+            return
+        }
+        switch (outcome, recorded) {
+        case (.done(_, _, _, let bytes), _):
+            stats.done += 1
+            stats.bytesThisRun += Int64(bytes) - item.resumedFrom
+            actions.append(.report(.finished(jobID: job.id, url: job.url, destination: job.destination, bytes: Int64(bytes))))
+        case (.fail(_, _, _, let reason), _):
+            failed(job, reason: reason, into: &actions)
+        case (.retry(_, _, let at, _, let error, _), .gaveUp(let reason)):
+            _ = at
+            actions.append(.removeTemp(item.lease))
+            failed(job, reason: reason, counted: error, into: &actions)
+        case (.retry(_, _, let at, _, let error, _), _):
+            stats.retriesScheduled += 1
+            let delay = TimeInterval(max(0, at - lastAreaUpdate)) / 1000
+            actions.append(.report(.retryScheduled(jobID: job.id, url: job.url, attempt: job.attempts, delay: delay, reason: error)))
+        case (.release, _):
+            break
+        }
+    }
+
+    private mutating func failed(_ job: Job, reason: String, counted: String? = nil, into actions: inout [Action]) {
+        stats.failed += 1
+        failureReasons[counted ?? reason, default: 0] += 1
+        actions.append(.report(.failed(jobID: job.id, url: job.url, reason: reason)))
+    }
+
+    // MARK: Deciding
+
+    private mutating func step(now: Int, into actions: inout [Action]) {
+        startTransfers(now: now, into: &actions)
+        if holdsNoJob && lastQueued == 0 && !drained {
+            // The last claim found nothing queued and our own jobs are all recorded now: look
+            // again at once, to see whether the queue is drained.
+            claimNotBefore = min(claimNotBefore, now)
+        }
+        placeIfDue(now: now, into: &actions)
+        exchangeIfDue(now: now, into: &actions)
+        if stopping || drained, transfers.isEmpty, verified.isEmpty, placing.isEmpty, outbox.isEmpty, inFlight == nil,
+           forgetting.isEmpty, releasing.isEmpty, readyTotal == 0 || stopping, hosts.values.allSatisfy({ $0.free.isEmpty && $0.busy == 0 }) {
+            finished = true
+            summary.done = stats.done
+            summary.failed = stats.failed
+            summary.retriesScheduled = stats.retriesScheduled
+            summary.bytes = stats.bytesThisRun
+            summary.interrupted = stopping
+            summary.averageTransfers = now > started ? transferArea / Double(now - started) : 0
+            summary.failuresByReason = failureReasons.sorted { $0.value > $1.value || ($0.value == $1.value && $0.key < $1.key) }
+                .map { (reason: $0.key, count: $0.value) }
+            actions.append(.finish)
+            return
+        }
+        if let wake = nextWake(now: now) { actions.append(.wake(at: wake)) }
+    }
+
+    /// Starts transfers while there is room, a ready job and a free slot of its host.
+    private mutating func startTransfers(now: Int, into actions: inout [Action]) {
+        guard !stopping, !hostOrder.isEmpty else { return }
+        var idle = 0
+        while transfers.count < config.workers && idle < hostOrder.count {
+            let id = hostOrder[cursor % hostOrder.count]
+            cursor = (cursor + 1) % hostOrder.count
+            guard var host = hosts[id], host.pausedUntil <= now, !host.free.isEmpty, let lease = host.popReady() else {
+                idle += 1
+                continue
+            }
+            idle = 0
+            let slot = host.free.removeLast()
+            host.busy += 1
+            hosts[id] = host
+            transfers[lease.token] = Transfer(lease: lease, slot: slot, phase: .preparing)
+            actions.append(.prepare(lease))
+        }
+    }
+
+    private mutating func placeIfDue(now: Int, into actions: inout [Action]) {
+        guard placing.isEmpty, !verified.isEmpty else { return }
+        let due = verified.count >= config.batchSize || now - (oldestVerified ?? now) >= config.batchDelay
+            || transfers.isEmpty || stopping
+        guard due else { return }
+        let tokens = Array(verified.keys)
+        placing = verified
+        verified.removeAll()
+        oldestVerified = nil
+        actions.append(.place(tokens))
+    }
+
+    private mutating func exchangeIfDue(now: Int, into actions: inout [Action]) {
+        guard inFlight == nil, now >= exchangeNotBefore else { return }
+        var request = Exchange(owner: config.owner, leaseMilliseconds: config.leaseMilliseconds)
+        request.maxAttempts = config.maxAttempts
+        var reasons = 0
+        // Slots: ask for those ready jobs need; give back those no job of their host waits for
+        // (at once when another host needs the room, else after `idleSlot`), those of paused
+        // hosts, and one of each host another claimer waits on.
+        var idleFree = 0
+        for id in hostOrder {
+            guard var host = hosts[id] else { continue }
+            if host.readyCount == 0 && !host.free.isEmpty {
+                if host.idleSince == nil { host.idleSince = now }
+                idleFree += host.free.count
+            } else {
+                host.idleSince = nil
+            }
+            hosts[id] = host
+        }
+        var room = config.workers - transfers.count - hosts.values.reduce(0) { $0 + $1.free.count } + idleFree
+        if !stopping && room > 0 {
+            for id in hostOrder where room > 0 {
+                guard let host = hosts[id], host.pausedUntil <= now, host.noSlotsUntil <= now else { continue }
+                let need = min(host.readyCount, room) - host.free.count
+                if need > 0 {
+                    request.wantSlots[id] = need
+                    room -= need
+                }
+            }
+        }
+        for id in hostOrder {
+            guard var host = hosts[id], !host.free.isEmpty else { continue }
+            if stopping || drained || host.pausedUntil > now || transfers.isEmpty && readyTotal == 0
+                || host.idleSince.map({ !request.wantSlots.isEmpty || now - $0 >= Self.idleSlot }) == true {
+                releasing.append(contentsOf: host.free)
+                host.free.removeAll()
+                host.idleSince = nil
+            } else if host.yieldOne && host.busy + host.free.count > 1 {
+                releasing.append(host.free.removeLast())
+                host.yieldOne = false
+                host.noSlotsUntil = now + 10 * config.slotRetry  // let the other claimer take it
+            }
+            hosts[id] = host
+        }
+        if !request.wantSlots.isEmpty { reasons += 1 }
+        if !releasing.isEmpty { request.releaseSlots = releasing; reasons += 1 }
+        let ready = readyTotal
+        // Two rounds of work in hand: one exchange (with a batch of outcomes) may take as long
+        // as many transfers.
+        if !stopping && now >= claimNotBefore && ready < 2 * config.workers - max(1, config.workers / 4) {
+            request.claim = 2 * config.workers - ready
+            reasons += 1
+        }
+        for id in hostOrder {
+            if let host = hosts[id], host.readyCount > 0 || host.busy > 0 || !host.free.isEmpty { request.heldByHost[id] = host.readyCount }
+        }
+        let outboxDue = !outbox.isEmpty && (outbox.count >= config.batchSize || now - (oldestOutbox ?? now) >= config.batchDelay
+            || transfers.isEmpty || stopping || !forgetting.isEmpty)
+        if outboxDue || !forgetting.isEmpty || !pauses.isEmpty || !headProgress.isEmpty && now - lastProgress >= config.batchDelay {
+            reasons += 1
+        }
+        let renewal = now - lastRenewal >= renewEvery
+        let progressDue = now - lastProgress >= config.progressEvery && !transfers.isEmpty
+        if renewal || progressDue { reasons += 1 }
+        guard reasons > 0 else { return }
+        // Whatever goes anyway travels with it; outcomes at most `exchangeOutcomes` at a time, so
+        // a big batch does not hold back the claims of the next jobs.
+        let sending = Array(outbox.prefix(Self.exchangeOutcomes))
+        request.outcomes = sending.map(\.0)
+        request.pauses = pauses
+        request.progress = headProgress + forgetting
+        if renewal {
+            lastRenewal = now
+            var leases: [JobLeaseID] = []
+            for host in hosts.values {
+                leases += host.ready[host.readyStart...].map { JobLeaseID(jobID: $0.jobID, token: $0.token) }
+                request.renewSlots += host.free
+            }
+            for (token, transfer) in transfers where !transfer.abandoned {
+                leases.append(JobLeaseID(jobID: transfer.lease.jobID, token: token))
+                if !transfer.slotLost { request.renewSlots.append(transfer.slot) }
+            }
+            for (token, item) in verified.merging(placing, uniquingKeysWith: { a, _ in a }) {
+                leases.append(JobLeaseID(jobID: item.lease.jobID, token: token))
+            }
+            request.renewJobs = leases
+        }
+        var progressOf: [String] = []
+        if progressDue {
+            lastProgress = now
+            progressOf = transfers.filter { $0.value.phase == .fetching && !$0.value.abandoned }.map(\.key)
+        }
+        inFlight = (sending, forgetting.map(\.token), Set(request.wantSlots.keys))
+        outbox.removeFirst(sending.count)
+        if outbox.isEmpty { oldestOutbox = nil }
+        pauses.removeAll()
+        headProgress.removeAll()
+        forgetting.removeAll()
+        releasing.removeAll()
+        actions.append(.exchange(request, progressOf: progressOf))
+    }
+
+    /// The soonest time something is due without another event.
+    private func nextWake(now: Int) -> Int? {
+        var times: [Int] = []
+        if !verified.isEmpty, let oldest = oldestVerified { times.append(oldest + config.batchDelay) }
+        if inFlight == nil {
+            if !outbox.isEmpty, let oldest = oldestOutbox { times.append(oldest + config.batchDelay) }
+            if !headProgress.isEmpty { times.append(lastProgress + config.batchDelay) }
+            times.append(lastRenewal + renewEvery)
+            if !transfers.isEmpty { times.append(lastProgress + config.progressEvery) }
+            if !stopping && readyTotal < 2 * config.workers - max(1, config.workers / 4) { times.append(claimNotBefore) }
+            for host in hosts.values {
+                if let idle = host.idleSince { times.append(idle + Self.idleSlot) }
+                guard host.readyCount > 0 else { continue }
+                if host.noSlotsUntil > now { times.append(host.noSlotsUntil) }
+                if host.pausedUntil > now { times.append(host.pausedUntil) }
+            }
+            if exchangeNotBefore > now { times.append(exchangeNotBefore) }
+        }
+        return times.map { max($0, now + 1) }.min()
+    }
+
+    /// How long a free slot with no job for it is kept before it is given back, in ms.
+    static let idleSlot = 100
+    /// Outcomes sent in one exchange at most.
+    static let exchangeOutcomes = 32
+
+    static func progress(_ snapshot: DownloadAttempt.Snapshot, lease: Lease) -> Progress {
+        var etag: String?, lastModified: String?
+        switch snapshot.validator {
+        case .etag(let tag): etag = tag
+        case .lastModified(let date): lastModified = date
+        case nil: break
+        }
+        return Progress(jobID: lease.jobID, token: lease.token, receivedBytes: Int(snapshot.bytesOnDisk),
+                        expectedBytes: snapshot.expectedTotal.map(Int.init), etag: etag, lastModified: lastModified)
+    }
+
+    /// Transfers running now (for the display).
+    var activeTransfers: Int { transfers.count }
+}

@@ -1,0 +1,71 @@
+/// Everything one claimer has to say to the queue and ask of it, done in one transaction: the
+/// outcomes and progress gathered since the last exchange, lease and slot renewals, slots given
+/// back and wanted, and jobs to claim ahead.
+///
+/// Guarantees (of every `JobStore`): the whole exchange is atomic; outcomes, progress and
+/// renewals move a job only under its current lease token; an expired lease is never renewed;
+/// a slot is granted only while its host has fewer live slots than its cap and is not paused;
+/// each claimed job has its attempt counted at claim.
+public struct Exchange: Sendable {
+    /// Written into every lease and slot (see `LeaseOwner`).
+    public var owner: String
+    /// How long job leases and slots last unless renewed.
+    public var leaseMilliseconds: Int
+    public var outcomes: [Outcome] = []
+    public var progress: [Progress] = []
+    public var pauses: [HostPause] = []
+    /// Job leases to renew (empty between renewals).
+    public var renewJobs: [JobLeaseID] = []
+    /// Slots to renew.
+    public var renewSlots: [SlotLease] = []
+    /// Slots given back.
+    public var releaseSlots: [SlotLease] = []
+    /// More slots wanted, by host id.
+    public var wantSlots: [Int: Int] = [:]
+    /// At most this many jobs to claim ahead, over all hosts.
+    public var claim = 0
+    /// Claimed jobs the claimer holds and has not started, by host id, for every host it holds
+    /// jobs or slots of: a host gets at most twice its cap of them in hand, and the answer says
+    /// which of these hosts are paused or wanted by another claimer.
+    public var heldByHost: [Int: Int] = [:]
+    /// When set, replaces the claimed jobs' maximum number of attempts.
+    public var maxAttempts: Int?
+
+    public init(owner: String, leaseMilliseconds: Int) {
+        self.owner = owner
+        self.leaseMilliseconds = leaseMilliseconds
+    }
+}
+
+/// A job lease by its job and token, for renewals.
+public struct JobLeaseID: Sendable, Hashable {
+    public var jobID: Int
+    public var token: String
+
+    public init(jobID: Int, token: String) {
+        self.jobID = jobID
+        self.token = token
+    }
+}
+
+/// What an `Exchange` brought back.
+public struct ExchangeResult: Sendable {
+    /// One per outcome sent, in order.
+    public var outcomes: [OutcomeResult] = []
+    public var claimed: [Lease] = []
+    public var grantedSlots: [SlotLease] = []
+    /// Slots whose renewal was refused (expired and taken, or beyond a lowered cap): stop using them.
+    public var lostSlots: [SlotLease] = []
+    /// Job leases whose renewal was refused: abandon their transfers.
+    public var lostJobs: [JobLeaseID] = []
+    /// Hosts of slots the claimer holds where another claimer waits for a slot.
+    public var contendedHosts: Set<Int> = []
+    /// Hosts the claimer holds slots or jobs of that are paused, until when (Unix ms).
+    public var pausedHosts: [Int: Int] = [:]
+    /// Queued and running jobs over every claimer, and when a waiting job may next become
+    /// claimable: filled in when nothing was claimed.
+    public var unfinished: (queued: Int, running: Int)?
+    public var nextWake: Int?
+
+    public init() {}
+}

@@ -1,0 +1,245 @@
+/// The engine's one round trip: outcomes, progress, renewals, slots and claims in one write
+/// transaction (see `Exchange` for the guarantees).
+extension JobQueue {
+    public func exchange(_ request: Exchange) throws -> ExchangeResult {
+        let now = clock()
+        return try database.transaction(.write) {
+            var result = ExchangeResult()
+            // Renewals first: a lease that lapsed is not renewed, and its outcome below is
+            // then judged under whoever holds the job now.
+            result.lostJobs = try renewJobLeases(request.renewJobs, now: now, leaseMilliseconds: request.leaseMilliseconds)
+            result.lostSlots = try renewSlots(request.renewSlots, now: now, leaseMilliseconds: request.leaseMilliseconds)
+            for pause in request.pauses {
+                try pauseHost(pause.host, until: pause.until, reason: pause.reason)
+            }
+            try recordProgress(request.progress)
+            result.outcomes = try request.outcomes.map(record)
+            try releaseSlots(request.releaseSlots)
+            if now - lastExpiry >= Self.expiryInterval || request.claim > 0 && now - lastExpiry >= 100 {
+                try expireLeases(now: now)
+                lastExpiry = now
+            }
+            if request.claim > 0 {
+                result.claimed = try claimAhead(request, now: now)
+            }
+            if !request.wantSlots.isEmpty {
+                result.grantedSlots = try grantSlots(request.wantSlots, owner: request.owner, now: now,
+                                                     leaseMilliseconds: request.leaseMilliseconds)
+            }
+            let involved = Set(request.renewSlots.map(\.hostID)).union(request.heldByHost.keys).union(request.wantSlots.keys)
+            if !involved.isEmpty {
+                (result.contendedHosts, result.pausedHosts) = try hostConditions(involved, owner: request.owner, now: now)
+            }
+            if request.claim > 0 && result.claimed.isEmpty {
+                result.unfinished = try unfinishedCount()
+                result.nextWake = try nextWakeTime()
+            }
+            return result
+        }
+    }
+
+    /// How often an exchange that claims nothing looks for expired leases, in ms.
+    static let expiryInterval = 1000
+
+    private func record(_ outcome: Outcome) throws -> OutcomeResult {
+        do {
+            switch outcome {
+            case .done(let jobID, let token, let status, let bytes):
+                try complete(jobID: jobID, token: token, status: status, bytes: bytes)
+                return .recorded
+            case .retry(let jobID, let token, let at, let status, let error, let progress):
+                try recordProgress([progress])
+                switch try reschedule(jobID: jobID, token: token, at: at, status: status, error: error, bytes: progress.receivedBytes) {
+                case .queued: return .recorded
+                case .failed(let reason): return .gaveUp(reason: reason)
+                }
+            case .fail(let jobID, let token, let status, let reason):
+                try fail(jobID: jobID, token: token, status: status, reason: reason)
+                return .recorded
+            case .release(let jobID, let token, let reason, let progress):
+                if let progress { try recordProgress([progress]) }
+                return try release(jobID: jobID, token: token, reason: reason) ? .recorded : .stale
+            }
+        } catch is StaleLeaseError {
+            return .stale
+        }
+    }
+
+    private func renewJobLeases(_ leases: [JobLeaseID], now: Int, leaseMilliseconds: Int) throws -> [JobLeaseID] {
+        guard !leases.isEmpty else { return [] }
+        let statement = try database.statement("""
+            UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND lease_token = ? AND state = 'running' AND lease_expires_at > ?
+            """)
+        var lost: [JobLeaseID] = []
+        for lease in leases {
+            try statement.run([now + leaseMilliseconds, lease.jobID, lease.token, now])
+            if database.changes == 0 { lost.append(lease) }
+        }
+        return lost
+    }
+
+    // MARK: Slots
+
+    /// The cap of every host without one of its own.
+    public func defaultHostCap() throws -> Int {
+        try database.scalarInt("SELECT value FROM queue_settings WHERE name = 'default_host_cap'")
+    }
+
+    /// Sets the cap of every host without one of its own (`host` nil), or of one host
+    /// (lower-cased `host:port`, as jobs store it). Slots held beyond a lowered cap are refused
+    /// at their next renewal.
+    public func setHostCap(_ cap: Int, host: String? = nil) throws {
+        precondition(cap > 0, "a cap is at least 1")
+        try database.transaction(.write) {
+            if let host {
+                try database.run("""
+                    INSERT INTO hosts (host, cap) VALUES (?1, ?2) ON CONFLICT (host) DO UPDATE SET cap = ?2
+                    """, host, cap)
+            } else {
+                try database.run("UPDATE queue_settings SET value = ? WHERE name = 'default_host_cap'", cap)
+            }
+        }
+    }
+
+    /// Live slots by host name, over every process (for status and tests).
+    public func liveSlots() throws -> [String: Int] {
+        let now = clock()
+        let rows = try database.rows("""
+            SELECT h.host, count(*) FROM host_slots s JOIN hosts h ON h.id = s.host_id WHERE s.expires_at > ? GROUP BY h.host
+            """, [now]) { ($0.string(0), $0.int(1)) }
+        return Dictionary(rows, uniquingKeysWith: +)
+    }
+
+    private func hostCap(_ hostID: Int) throws -> Int {
+        try database.statement("""
+            SELECT coalesce(h.cap, (SELECT value FROM queue_settings WHERE name = 'default_host_cap')) FROM hosts h WHERE h.id = ?
+            """).firstRow([hostID], { $0.int(0) }) ?? 1
+    }
+
+    private func grantSlots(_ wanted: [Int: Int], owner: String, now: Int, leaseMilliseconds: Int) throws -> [SlotLease] {
+        let dead = try database.statement("DELETE FROM host_slots WHERE host_id = ? AND expires_at <= ?")
+        let used = try database.statement("SELECT slot FROM host_slots WHERE host_id = ?")
+        let paused = try database.statement("SELECT paused_until > ? FROM hosts WHERE id = ?")
+        let insert = try database.statement(
+            "INSERT INTO host_slots (host_id, slot, owner, token, expires_at) VALUES (?, ?, ?, ?, ?)")
+        let want = try database.statement("UPDATE hosts SET wanted_by = ?, wanted_at = ? WHERE id = ?")
+        var granted: [SlotLease] = []
+        for (hostID, count) in wanted.sorted(by: { $0.key < $1.key }) where count > 0 {
+            if try paused.firstRow([now, hostID], { $0.int(0) }) != 0 { continue }
+            try dead.run([hostID, now])
+            let taken = Set(try used.rows([hostID]) { $0.int(0) })
+            let cap = try hostCap(hostID)
+            var given = 0
+            for index in 0..<cap where given < count && !taken.contains(index) {
+                let token = Self.newToken()
+                try insert.run([hostID, index, owner, token, now + leaseMilliseconds])
+                granted.append(SlotLease(hostID: hostID, index: index, token: token))
+                given += 1
+            }
+            if given < count { try want.run([owner, now, hostID]) }
+        }
+        return granted
+    }
+
+    private func renewSlots(_ slots: [SlotLease], now: Int, leaseMilliseconds: Int) throws -> [SlotLease] {
+        guard !slots.isEmpty else { return [] }
+        let renew = try database.statement("""
+            UPDATE host_slots SET expires_at = ?1 WHERE host_id = ?2 AND slot = ?3 AND token = ?4 AND expires_at > ?5
+                AND slot < (SELECT coalesce(h.cap, (SELECT value FROM queue_settings WHERE name = 'default_host_cap'))
+                            FROM hosts h WHERE h.id = ?2)
+            """)
+        let drop = try database.statement("DELETE FROM host_slots WHERE host_id = ? AND slot = ? AND token = ?")
+        var lost: [SlotLease] = []
+        for slot in slots {
+            try renew.run([now + leaseMilliseconds, slot.hostID, slot.index, slot.token, now])
+            if database.changes == 0 {
+                try drop.run([slot.hostID, slot.index, slot.token])  // beyond a lowered cap: free it now
+                lost.append(slot)
+            }
+        }
+        return lost
+    }
+
+    private func releaseSlots(_ slots: [SlotLease]) throws {
+        guard !slots.isEmpty else { return }
+        let drop = try database.statement("DELETE FROM host_slots WHERE host_id = ? AND slot = ? AND token = ?")
+        for slot in slots { try drop.run([slot.hostID, slot.index, slot.token]) }
+    }
+
+    /// Which of `hosts` another claimer wants a slot of (only those we hold slots of), and which
+    /// are paused.
+    private func hostConditions(_ hosts: Set<Int>, owner: String, now: Int) throws -> (Set<Int>, [Int: Int]) {
+        let read = try database.statement("""
+            SELECT wanted_by, wanted_at, paused_until,
+                EXISTS (SELECT 1 FROM host_slots s WHERE s.host_id = hosts.id AND s.owner = ?2 AND s.expires_at > ?3)
+            FROM hosts WHERE id = ?1
+            """)
+        var contended = Set<Int>()
+        var paused: [Int: Int] = [:]
+        for host in hosts {
+            guard let (wantedBy, wantedAt, pausedUntil, held) = try read.firstRow([host, owner, now], {
+                ($0.optionalString(0), $0.int(1), $0.int(2), $0.int(3) != 0)
+            }) else { continue }
+            if held, let wantedBy, wantedBy != owner, wantedAt >= now - Self.contentionWindow { contended.insert(host) }
+            if pausedUntil > now { paused[host] = pausedUntil }
+        }
+        return (contended, paused)
+    }
+
+    /// How long a refused slot request counts as a claimer waiting, in ms.
+    static let contentionWindow = 2000
+
+    // MARK: Claiming ahead
+
+    /// Claims up to `request.claim` runnable jobs, round-robin over hosts (least recently
+    /// claimed first), at most twice a host's cap of them in the claimer's hands per host. Claims do
+    /// not count against the cap; slots do.
+    private func claimAhead(_ request: Exchange, now: Int) throws -> [Lease] {
+        let hostRows = try database.statement("""
+            SELECT h.id, h.host, coalesce(h.cap, (SELECT value FROM queue_settings WHERE name = 'default_host_cap'))
+            FROM hosts h WHERE h.queued > 0 AND h.paused_until <= ? ORDER BY h.last_claim
+            """).rows([now]) { ($0.int(0), $0.string(1), $0.int(2)) }
+        let pick = try database.statement("""
+            SELECT id FROM jobs WHERE host_id = ? AND state = 'queued' AND next_attempt_at <= ?
+            ORDER BY next_attempt_at, id LIMIT ?
+            """)
+        let take = try database.statement("""
+            UPDATE jobs SET state = 'running', attempts = attempts + 1,
+                max_attempts = coalesce(?1, max_attempts),
+                lease_token = ?2, lease_owner = ?3, lease_expires_at = ?4, updated_at = ?5
+            WHERE id = ?6 AND state = 'queued'
+            RETURNING \(Job.columns(host: "?7"))
+            """)
+        let record = try database.statement(
+            "INSERT INTO attempts (job_id, number, lease_token, started_at) VALUES (?, ?, ?, ?)")
+        let touchHost = try database.statement("UPDATE hosts SET last_claim = ? WHERE id = ?")
+        var sequence = try database.statement("SELECT coalesce(max(last_claim), 0) FROM hosts WHERE queued > 0").firstRow([], { $0.int(0) }) ?? 0
+        var leases: [Lease] = []
+        var open: [(id: Int, name: String, room: Int)] = hostRows.compactMap { row in
+            let room = 2 * row.2 - request.heldByHost[row.0, default: 0]
+            return room > 0 ? (row.0, row.1, room) : nil
+        }
+        var candidates: [Int: ArraySlice<Int>] = [:]
+        var lastClaim: [Int: Int] = [:]
+        while leases.count < request.claim && !open.isEmpty {
+            var stillOpen: [(id: Int, name: String, room: Int)] = []
+            for host in open where leases.count < request.claim {
+                if candidates[host.id] == nil {
+                    candidates[host.id] = ArraySlice(try pick.rows([host.id, now, min(host.room, request.claim)]) { $0.int(0) })
+                }
+                guard let id = candidates[host.id]?.popFirst() else { continue }
+                let token = Self.newToken()
+                guard let job = try take.firstRow([request.maxAttempts, token, request.owner, now + request.leaseMilliseconds,
+                                                   now, id, host.name], Job.init) else { continue }
+                try record.run([id, job.attempts, token, now])
+                sequence += 1
+                lastClaim[host.id] = sequence
+                leases.append(Lease(job: job, token: token))
+                if host.room > 1, candidates[host.id]?.isEmpty == false { stillOpen.append((host.id, host.name, host.room - 1)) }
+            }
+            open = stillOpen
+        }
+        for (host, claim) in lastClaim { try touchHost.run([claim, host]) }
+        return leases
+    }
+}

@@ -1,0 +1,251 @@
+import Foundation
+import XCTest
+@testable import HaulCore
+
+/// The engine's state machine, driven event by event without sockets, files or sleeps: every
+/// test feeds events at chosen times and checks the actions that come out.
+final class EngineCoreTests: XCTestCase {
+    /// A core with a hand-moved clock, and what it asked for so far.
+    private struct Harness {
+        var core: EngineCore
+        var now = 1_000_000
+        var actions: [EngineCore.Action] = []
+
+        init(workers: Int = 4) {
+            core = EngineCore(config: EngineCore.Config(workers: workers, owner: "me/1/1", leaseMilliseconds: 60_000, maxAttempts: nil,
+                                                        policy: RetryPolicy(backoff: Backoff(base: 1, cap: 1))))
+        }
+
+        /// The exchange in flight (the core sends one at a time).
+        var pending: Exchange?
+
+        @discardableResult
+        mutating func send(_ event: EngineCore.Event) -> [EngineCore.Action] {
+            if case .exchanged = event { pending = nil }
+            let out = core.handle(event, now: now)
+            actions += out
+            if let request = Self.exchange(in: out) { pending = request }
+            return out
+        }
+
+        /// Answers the exchange in flight (every outcome recorded, nothing claimed or granted)
+        /// and whatever that brings, until none is in flight; returns the actions.
+        @discardableResult
+        mutating func settle(queueEmpty: Bool = false) -> [EngineCore.Action] {
+            var out: [EngineCore.Action] = []
+            for _ in 0..<10 {
+                guard let request = pending else { break }
+                var answer = ExchangeResult()
+                answer.outcomes = request.outcomes.map { _ in .recorded }
+                // A claim that finds nothing says what is left (as every store does): here one
+                // running job (ours), or nothing at all.
+                if request.claim > 0 { answer.unfinished = queueEmpty ? (0, 0) : (0, 1) }
+                out += send(.exchanged(answer))
+            }
+            return out
+        }
+
+        /// The exchange the last actions asked for.
+        static func exchange(in actions: [EngineCore.Action]) -> Exchange? {
+            for action in actions { if case .exchange(let request, _) = action { return request } }
+            return nil
+        }
+
+        static func prepared(in actions: [EngineCore.Action]) -> [Lease] {
+            actions.compactMap { if case .prepare(let lease) = $0 { return lease } else { return nil } }
+        }
+    }
+
+    private static func lease(_ id: Int, host: Int = 1, attempts: Int = 1) -> Lease {
+        let job = Job(id: id, url: "http://h\(host).test/\(id)", host: "h\(host).test:80", hostID: host,
+                      destination: "/out/\(id)", attempts: attempts)
+        return Lease(job: job, token: "t\(id)")
+    }
+
+    private static func slot(_ index: Int, host: Int = 1) -> SlotLease {
+        SlotLease(hostID: host, index: index, token: "s\(host)-\(index)")
+    }
+
+    /// Begins, answers the first claim with `jobs`, then the slot request with `slots`.
+    private func started(_ harness: inout Harness, jobs: [Lease], slots: [SlotLease]) -> [EngineCore.Action] {
+        let begin = harness.send(.begin)
+        let claim = try? XCTUnwrap(Harness.exchange(in: begin), "the first step claims")
+        XCTAssertGreaterThan(claim?.claim ?? 0, 0)
+        var answer = ExchangeResult()
+        answer.claimed = jobs
+        let afterClaim = harness.send(.exchanged(answer))
+        XCTAssertTrue(Harness.prepared(in: afterClaim).isEmpty, "no transfer starts without a slot")
+        let wanted = Harness.exchange(in: afterClaim)?.wantSlots ?? [:]
+        XCTAssertFalse(wanted.isEmpty, "slots are asked for the claimed jobs")
+        var granted = ExchangeResult()
+        granted.grantedSlots = slots
+        return harness.send(.exchanged(granted))
+    }
+
+    func testATransferStartsOnlyInsideASlotAndTheSlotPassesToTheNextJobWithoutAnExchange() {
+        var harness = Harness(workers: 4)
+        let jobs = (1...3).map { Self.lease($0) }
+        let afterSlots = started(&harness, jobs: jobs, slots: [Self.slot(0)])
+        XCTAssertEqual(Harness.prepared(in: afterSlots).map(\.jobID), [1], "one slot: one transfer")
+
+        harness.send(.prepared(token: "t1", forget: nil))
+        harness.now += 5
+        let ended = harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
+        XCTAssertEqual(Harness.prepared(in: ended).map(\.jobID), [2], "the slot passes to the host's next job at once")
+        XCTAssertNil(Harness.exchange(in: ended)?.wantSlots.first, "no slot had to be asked for")
+    }
+
+    func testAJobIsSentAsDoneOnlyAfterItsFileWasPlaced() {
+        var harness = Harness(workers: 1)
+        _ = started(&harness, jobs: [Self.lease(1)], slots: [Self.slot(0)])
+        harness.send(.prepared(token: "t1", forget: nil))
+        let ended = harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
+        XCTAssertEqual(Harness.exchange(in: ended)?.outcomes ?? [], [], "not done before it is placed")
+        guard case .place(let tokens)? = ended.first(where: { if case .place = $0 { return true } else { return false } }) else {
+            return XCTFail("the file is placed once nothing else runs: \(ended)")
+        }
+        XCTAssertEqual(tokens, ["t1"])
+        // While an exchange is in flight, outcomes wait for it; answer whatever is in flight first.
+        var afterPlaced = harness.send(.placed(["t1": String?.none]))
+        if Harness.exchange(in: afterPlaced) == nil { afterPlaced = harness.send(.exchanged(ExchangeResult())) }
+        XCTAssertEqual(Harness.exchange(in: afterPlaced)?.outcomes, [.done(jobID: 1, token: "t1", status: 200, bytes: 10)])
+    }
+
+    func testAFileThatCannotBePlacedIsRetriedNotDone() {
+        var harness = Harness(workers: 1)
+        _ = started(&harness, jobs: [Self.lease(1)], slots: [Self.slot(0)])
+        harness.send(.prepared(token: "t1", forget: nil))
+        harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
+        var out = harness.send(.placed(["t1": String?.some("disk full")]))
+        if Harness.exchange(in: out) == nil { out = harness.send(.exchanged(ExchangeResult())) }
+        guard case .retry(let id, _, _, _, let error, _)? = Harness.exchange(in: out)?.outcomes.first else {
+            return XCTFail("a retry is sent: \(out)")
+        }
+        XCTAssertEqual(id, 1)
+        XCTAssertEqual(error, "disk full")
+    }
+
+    func testRetryAfterPausesTheHostSoItsNextJobWaitsEvenWithAFreeSlot() {
+        var harness = Harness(workers: 1)
+        _ = started(&harness, jobs: [Self.lease(1), Self.lease(2)], slots: [Self.slot(0)])
+        harness.send(.prepared(token: "t1", forget: nil))
+        let ended = harness.send(.transferEnded(token: "t1", .failed(.http(status: 503, retryAfter: "30"), status: 503, snapshot: nil),
+                                                resumedFrom: 0))
+        XCTAssertTrue(Harness.prepared(in: ended).isEmpty, "the paused host's next job does not start")
+        let all = harness.actions.compactMap { action -> Exchange? in if case .exchange(let r, _) = action { return r } else { return nil } }
+        let pause = all.flatMap(\.pauses).first
+        XCTAssertEqual(pause?.host, "h1.test:80")
+        XCTAssertEqual(pause?.until, harness.now + 30_000)
+        // Thirty seconds on, the host's job starts again.
+        harness.now += 30_001
+        if harness.core.handle(.tick, now: harness.now).isEmpty {}  // the tick may only ask for slots again
+        var granted = ExchangeResult()
+        granted.grantedSlots = [Self.slot(0)]
+        let resumed = harness.send(.exchanged(granted)) + harness.send(.tick)
+        XCTAssertEqual(Harness.prepared(in: resumed).map(\.jobID), [2])
+    }
+
+    func testALostLeaseCancelsItsTransferAndDropsItsResult() {
+        var harness = Harness(workers: 2)
+        _ = started(&harness, jobs: [Self.lease(1)], slots: [Self.slot(0)])
+        harness.send(.prepared(token: "t1", forget: nil))
+        harness.settle()
+        harness.now += 20_001  // a renewal is due
+        let renewal = harness.send(.tick)
+        XCTAssertEqual(Harness.exchange(in: renewal)?.renewJobs, [JobLeaseID(jobID: 1, token: "t1")])
+        var lost = ExchangeResult()
+        lost.lostJobs = [JobLeaseID(jobID: 1, token: "t1")]
+        let answer = harness.send(.exchanged(lost))
+        XCTAssertTrue(answer.contains { if case .cancel(token: "t1") = $0 { return true } else { return false } })
+        let ended = harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
+        XCTAssertFalse(ended.contains { if case .place = $0 { return true } else { return false } }, "its result is not kept")
+    }
+
+    func testStoppingHandsBackUnstartedJobsCancelsTransfersAndGivesBackEverySlotBeforeFinishing() {
+        var harness = Harness(workers: 1)
+        _ = started(&harness, jobs: [Self.lease(1), Self.lease(2)], slots: [Self.slot(0)])
+        harness.send(.prepared(token: "t1", forget: nil))
+        let stop = harness.send(.stop)
+        XCTAssertTrue(stop.contains { if case .cancel(token: "t1") = $0 { return true } else { return false } })
+        let ended = harness.send(.transferEnded(token: "t1", .failed(.cancelled, status: nil,
+                                                                  snapshot: DownloadAttempt.Snapshot(bytesOnDisk: 5, expectedTotal: 10, validator: .etag("\"v\""))),
+                                                resumedFrom: 0))
+        var sent: [Exchange] = []
+        var next = stop + ended
+        for _ in 0..<5 {
+            guard let request = Harness.exchange(in: next) else { break }
+            sent.append(request)
+            next = harness.send(.exchanged(ExchangeResult(outcomes: request.outcomes.map { _ in OutcomeResult.recorded })))
+        }
+        let outcomes = sent.flatMap(\.outcomes)
+        XCTAssertEqual(Set(outcomes.map(\.jobID)), [1, 2], "both jobs handed back")
+        for outcome in outcomes {
+            guard case .release(_, _, let reason, _) = outcome else { return XCTFail("only releases when stopping: \(outcome)") }
+            XCTAssertTrue(reason.hasPrefix(Attempt.interruptedPrefix))
+        }
+        XCTAssertEqual(sent.flatMap(\.releaseSlots), [Self.slot(0)], "the slot is given back")
+        XCTAssertTrue(sent.allSatisfy { $0.claim == 0 }, "nothing is claimed while stopping")
+        XCTAssertTrue(next.contains { if case .finish = $0 { return true } else { return false } }, "then it finishes: \(next)")
+        XCTAssertTrue(harness.core.summary.interrupted)
+    }
+
+    func testAContendedHostGivesOneSlotBackWhenItFallsFree() {
+        var harness = Harness(workers: 2)
+        _ = started(&harness, jobs: (1...4).map { Self.lease($0) }, slots: [Self.slot(0), Self.slot(1)])
+        harness.send(.prepared(token: "t1", forget: nil))
+        harness.send(.prepared(token: "t2", forget: nil))
+        harness.settle()
+        harness.now += 20_001
+        let renewal = harness.send(.tick)
+        XCTAssertNotNil(Harness.exchange(in: renewal))
+        var contended = ExchangeResult()
+        contended.contendedHosts = [1]
+        harness.send(.exchanged(contended))
+        let ended = harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 1), resumedFrom: 0))
+        XCTAssertTrue(Harness.prepared(in: ended).isEmpty, "the freed slot is not reused")
+        let next = ended + harness.send(.placed(["t1": String?.none])) + harness.settle()
+        let released = next.compactMap { action -> [SlotLease]? in
+            if case .exchange(let request, _) = action { return request.releaseSlots } else { return nil }
+        }.flatMap { $0 }
+        XCTAssertEqual(released.count, 1, "one slot goes back to the queue: \(released)")
+        XCTAssertEqual(released.first?.hostID, 1)
+    }
+
+    func testAStartOverForgetsTheOldValidatorBeforeTheRequestIsSent() {
+        var harness = Harness(workers: 1)
+        _ = started(&harness, jobs: [Self.lease(1)], slots: [Self.slot(0)])
+        harness.settle()
+        let forget = Progress(jobID: 1, token: "t1", receivedBytes: 0, expectedBytes: nil)
+        let prepared = harness.send(.prepared(token: "t1", forget: forget))
+        XCTAssertFalse(prepared.contains { if case .fetch = $0 { return true } else { return false } }, "no request before the forget is recorded")
+        XCTAssertEqual(Harness.exchange(in: prepared)?.progress, [forget])
+        let recorded = harness.send(.exchanged(ExchangeResult()))
+        XCTAssertTrue(recorded.contains { if case .fetch(token: "t1") = $0 { return true } else { return false } })
+    }
+
+    func testTheRunFinishesOnceTheQueueIsDrainedAndEverySlotIsBack() {
+        var harness = Harness(workers: 1)
+        _ = started(&harness, jobs: [Self.lease(1)], slots: [Self.slot(0)])
+        harness.send(.prepared(token: "t1", forget: nil))
+        harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
+        harness.send(.placed(["t1": String?.none]))
+        var finished = false
+        for _ in 0..<20 where !finished {
+            let next = harness.settle(queueEmpty: true) + { harness.now += 50; return harness.send(.tick) }()
+            finished = (harness.actions + next).contains { if case .finish = $0 { return true } else { return false } }
+        }
+        XCTAssertTrue(finished, "the run ends")
+        XCTAssertEqual(harness.core.summary.done, 1)
+        let released = harness.actions.compactMap { action -> [SlotLease]? in
+            if case .exchange(let request, _) = action { return request.releaseSlots } else { return nil }
+        }.flatMap { $0 }
+        XCTAssertEqual(released, [Self.slot(0)])
+    }
+}
+
+private extension ExchangeResult {
+    init(outcomes: [OutcomeResult]) {
+        self.init()
+        self.outcomes = outcomes
+    }
+}
