@@ -6,7 +6,7 @@ import XCTest
 /// test feeds events at chosen times and checks the actions that come out.
 final class EngineCoreTests: XCTestCase {
     /// A core with a hand-moved clock, and what it asked for so far.
-    private struct Harness {
+    fileprivate struct Harness {
         var core: EngineCore
         var now = 1_000_000
         var actions: [EngineCore.Action] = []
@@ -56,13 +56,13 @@ final class EngineCoreTests: XCTestCase {
         }
     }
 
-    private static func lease(_ id: Int, host: Int = 1, attempts: Int = 1) -> Lease {
+    fileprivate static func lease(_ id: Int, host: Int = 1, attempts: Int = 1) -> Lease {
         let job = Job(id: id, url: "http://h\(host).test/\(id)", host: "h\(host).test:80", hostID: host,
                       destination: "/out/\(id)", attempts: attempts)
         return Lease(job: job, token: "t\(id)")
     }
 
-    private static func slot(_ index: Int, host: Int = 1) -> SlotLease {
+    fileprivate static func slot(_ index: Int, host: Int = 1) -> SlotLease {
         SlotLease(hostID: host, index: index, token: "s\(host)-\(index)")
     }
 
@@ -247,5 +247,25 @@ private extension ExchangeResult {
     init(outcomes: [OutcomeResult]) {
         self.init()
         self.outcomes = outcomes
+    }
+}
+
+extension EngineCoreTests {
+    func testJobsAndSlotsThatArriveAfterTheStopAreHandedBackAtOnce() {
+        var harness = Harness(workers: 2)
+        let begin = harness.send(.begin)
+        XCTAssertNotNil(Harness.exchange(in: begin))
+        harness.send(.stop)  // while the first claim is in flight
+        var late = ExchangeResult()
+        late.claimed = [Self.lease(1), Self.lease(2)]
+        late.grantedSlots = [Self.slot(0)]
+        let answer = harness.send(.exchanged(late))
+        XCTAssertTrue(Harness.prepared(in: answer).isEmpty, "nothing starts after the stop")
+        let request = Harness.exchange(in: answer)
+        XCTAssertEqual(request?.outcomes.map(\.jobID), [1, 2])
+        XCTAssertTrue(request?.outcomes.allSatisfy { if case .release = $0 { return true } else { return false } } ?? false)
+        XCTAssertEqual(request?.releaseSlots, [Self.slot(0)])
+        let end = harness.settle()
+        XCTAssertTrue(end.contains { if case .finish = $0 { return true } else { return false } })
     }
 }

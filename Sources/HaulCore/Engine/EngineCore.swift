@@ -82,6 +82,8 @@ struct EngineCore {
         /// Give the next slot that falls free back (another claimer waits for one).
         var yieldOne = false
         var noSlotsUntil = 0
+        /// The host's cap, once the queue told it.
+        var cap: Int?
         /// Since when the host has free slots and no job for them.
         var idleSince: Int?
         var readyCount: Int { ready.count - readyStart }
@@ -143,6 +145,11 @@ struct EngineCore {
     private var drained = false
     /// Queued jobs the last claim that found none saw.
     private var lastQueued: Int?
+    /// Outcomes were recorded since: one claim may look again at once whether the queue is done.
+    private var confirmDrain = false
+    /// The last claim found jobs queued but no room for them in hand (each host at twice its
+    /// cap): claim again as soon as fewer than this many are ready.
+    private var claimBlockedReady: Int?
     private var stopping = false
     private var finished = false
     private var started = 0
@@ -334,7 +341,12 @@ struct EngineCore {
                 transfers[token]?.slotLost = true
             }
         }
-        for claimed in result.claimed {
+        for claimed in result.claimed where stopping {
+            // Claimed while the stop was on its way: handed back at once, uncounted.
+            queue(.release(jobID: claimed.jobID, token: claimed.token, reason: "interrupted: haul was stopped", progress: nil),
+                  Pending(lease: claimed), now: now)
+        }
+        for claimed in result.claimed where !stopping {
             let id = claimed.job.hostID
             if hosts[id] == nil { hostOrder.append(id) }
             // An older transfer of the same job lost its lease when the job was claimed again.
@@ -344,7 +356,8 @@ struct EngineCore {
             }
             hosts[id, default: Host()].ready.append(claimed)
         }
-        for slot in result.grantedSlots {
+        for slot in result.grantedSlots where stopping { releasing.append(slot) }
+        for slot in result.grantedSlots where !stopping {
             if hosts[slot.hostID] == nil { hostOrder.append(slot.hostID) }
             hosts[slot.hostID, default: Host()].free.append(slot)
         }
@@ -361,12 +374,20 @@ struct EngineCore {
             // jobs another process may hand back).
             drained = unfinished.queued == 0 && unfinished.running == 0
             lastQueued = unfinished.queued
-            stats.waitingForRetry = unfinished.queued
-            claimNotBefore = now + max(10, min(1000, (result.nextWake ?? (now + 1000)) - now))
+            // Holding nothing while others run the rest: look every 100 ms, to end soon after them
+            // (or to take back what they hand back).
+            let poll = holdsNoJob && unfinished.queued == 0 ? 100 : 1000
+            claimNotBefore = now + max(10, min(poll, (result.nextWake ?? (now + poll)) - now))
+            if unfinished.queued > 0 && result.nextWake == nil { claimBlockedReady = readyTotal }
         } else {
             drained = false
-            if !result.claimed.isEmpty { lastQueued = nil }
+            if !result.claimed.isEmpty {
+                lastQueued = nil
+                claimNotBefore = 0  // the queue had work: claim again as soon as more is needed
+            }
         }
+        if !sent.outcomes.isEmpty { confirmDrain = true }
+        for (id, cap) in result.caps { hosts[id]?.cap = cap }
         if sent.outcomes.contains(where: { if case .retry = $0.0 { return true } else if case .release = $0.0 { return true }; return false }) {
             claimNotBefore = 0  // a job handed back may be claimable at once
         }
@@ -409,9 +430,10 @@ struct EngineCore {
 
     private mutating func step(now: Int, into actions: inout [Action]) {
         startTransfers(now: now, into: &actions)
-        if holdsNoJob && lastQueued == 0 && !drained {
+        if holdsNoJob && lastQueued == 0 && !drained && confirmDrain {
             // The last claim found nothing queued and our own jobs are all recorded now: look
-            // again at once, to see whether the queue is drained.
+            // again at once (once), to see whether the queue is drained.
+            confirmDrain = false
             claimNotBefore = min(claimNotBefore, now)
         }
         placeIfDue(now: now, into: &actions)
@@ -488,7 +510,7 @@ struct EngineCore {
         if !stopping && room > 0 {
             for id in hostOrder where room > 0 {
                 guard let host = hosts[id], host.pausedUntil <= now, host.noSlotsUntil <= now else { continue }
-                let need = min(host.readyCount, room) - host.free.count
+                let need = min(host.readyCount, room, (host.cap ?? .max) - host.busy) - host.free.count
                 if need > 0 {
                     request.wantSlots[id] = need
                     room -= need
@@ -514,8 +536,10 @@ struct EngineCore {
         let ready = readyTotal
         // Two rounds of work in hand: one exchange (with a batch of outcomes) may take as long
         // as many transfers.
-        if !stopping && now >= claimNotBefore && ready < 2 * config.workers - max(1, config.workers / 4) {
+        let claimDue = now >= claimNotBefore || claimBlockedReady.map { ready < $0 } == true
+        if !stopping && claimDue && ready < 2 * config.workers - max(1, config.workers / 4) {
             request.claim = 2 * config.workers - ready
+            claimBlockedReady = nil
             reasons += 1
         }
         for id in hostOrder {

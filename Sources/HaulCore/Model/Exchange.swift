@@ -60,6 +60,8 @@ public struct ExchangeResult: Sendable {
     public var lostJobs: [JobLeaseID] = []
     /// Hosts of slots the claimer holds where another claimer waits for a slot.
     public var contendedHosts: Set<Int> = []
+    /// The caps of the hosts slots were asked for.
+    public var caps: [Int: Int] = [:]
     /// Hosts the claimer holds slots or jobs of that are paused, until when (Unix ms).
     public var pausedHosts: [Int: Int] = [:]
     /// Queued and running jobs over every claimer, and when a waiting job may next become

@@ -23,8 +23,8 @@ extension JobQueue {
                 result.claimed = try claimAhead(request, now: now)
             }
             if !request.wantSlots.isEmpty {
-                result.grantedSlots = try grantSlots(request.wantSlots, owner: request.owner, now: now,
-                                                     leaseMilliseconds: request.leaseMilliseconds)
+                (result.grantedSlots, result.caps) = try grantSlots(request.wantSlots, owner: request.owner, now: now,
+                                                                    leaseMilliseconds: request.leaseMilliseconds)
             }
             let involved = Set(request.renewSlots.map(\.hostID)).union(request.heldByHost.keys).union(request.wantSlots.keys)
             if !involved.isEmpty {
@@ -116,7 +116,7 @@ extension JobQueue {
             """).firstRow([hostID], { $0.int(0) }) ?? 1
     }
 
-    private func grantSlots(_ wanted: [Int: Int], owner: String, now: Int, leaseMilliseconds: Int) throws -> [SlotLease] {
+    private func grantSlots(_ wanted: [Int: Int], owner: String, now: Int, leaseMilliseconds: Int) throws -> ([SlotLease], [Int: Int]) {
         let dead = try database.statement("DELETE FROM host_slots WHERE host_id = ? AND expires_at <= ?")
         let used = try database.statement("SELECT slot FROM host_slots WHERE host_id = ?")
         let paused = try database.statement("SELECT paused_until > ? FROM hosts WHERE id = ?")
@@ -124,11 +124,13 @@ extension JobQueue {
             "INSERT INTO host_slots (host_id, slot, owner, token, expires_at) VALUES (?, ?, ?, ?, ?)")
         let want = try database.statement("UPDATE hosts SET wanted_by = ?, wanted_at = ? WHERE id = ?")
         var granted: [SlotLease] = []
+        var caps: [Int: Int] = [:]
         for (hostID, count) in wanted.sorted(by: { $0.key < $1.key }) where count > 0 {
+            let cap = try hostCap(hostID)
+            caps[hostID] = cap
             if try paused.firstRow([now, hostID], { $0.int(0) }) != 0 { continue }
             try dead.run([hostID, now])
             let taken = Set(try used.rows([hostID]) { $0.int(0) })
-            let cap = try hostCap(hostID)
             var given = 0
             for index in 0..<cap where given < count && !taken.contains(index) {
                 let token = Self.newToken()
@@ -138,7 +140,7 @@ extension JobQueue {
             }
             if given < count { try want.run([owner, now, hostID]) }
         }
-        return granted
+        return (granted, caps)
     }
 
     private func renewSlots(_ slots: [SlotLease], now: Int, leaseMilliseconds: Int) throws -> [SlotLease] {

@@ -71,7 +71,9 @@ public final class Database {
         }
         self.handle = connection
         sqlite3_extended_result_codes(connection, 1)
-        sqlite3_busy_timeout(connection, Int32(busyTimeout * 1000))
+        // The timeout travels as the context pointer's value: nothing to allocate or free.
+        let timeoutMicroseconds = max(1, Int(busyTimeout * 1_000_000))
+        sqlite3_busy_handler(connection, Database.busyHandler, UnsafeMutableRawPointer(bitPattern: timeoutMicroseconds))
 
         do {
             if sqlite3_db_readonly(connection, "main") == 1 { throw DatabaseError.readOnly(path: path) }
@@ -121,6 +123,19 @@ public final class Database {
     deinit {
         cache.removeAll()
         sqlite3_close_v2(handle)
+    }
+
+    /// Waits for another connection's lock in short steps: SQLite's own busy timeout sleeps up
+    /// to 100 ms between looks, so a lock held for a millisecond by another haul process cost a
+    /// waiter tens of milliseconds. Here: 200 µs steps for the first 10 ms, then 1 ms steps up to
+    /// 210 ms, then 5 ms steps, until the timeout (the context pointer's value, in µs) is spent.
+    private static let busyHandler: @convention(c) (UnsafeMutableRawPointer?, Int32) -> Int32 = { context, count in
+        let timeout = Int(bitPattern: context)
+        let n = Int(count)
+        let waited = n < 50 ? n * 200 : n < 250 ? 10_000 + (n - 50) * 1000 : 210_000 + (n - 250) * 5000
+        guard waited < timeout else { return 0 }
+        usleep(n < 50 ? 200 : n < 250 ? 1000 : 5000)
+        return 1
     }
 
     /// The cached prepared statement for `sql`, preparing it on first use.
