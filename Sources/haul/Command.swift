@@ -34,8 +34,8 @@ extension Command {
     /// One clear line for an error that reached the command line: a database error names the
     /// database and says what to do.
     static func explain(_ error: any Error, _ arguments: ParsedArguments) -> String {
-        guard let error = error as? SQLiteError else { return "\(error)" }
-        return error.explained(path: databasePath(arguments), busyTimeout: (try? busyTimeout()) ?? 10)
+        guard let error = error as? StoreError else { return "\(error)" }
+        return error.explained(location: databasePath(arguments), busyTimeout: (try? busyTimeout()) ?? 10)
     }
 
     static func requireNoPositionals(_ arguments: ParsedArguments) throws {

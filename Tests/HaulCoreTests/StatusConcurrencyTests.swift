@@ -43,6 +43,8 @@ final class StatusConcurrencyTests: XCTestCase {
     }
 
     /// While batches are committed on another connection, every status shows whole batches only.
+    /// Halfway, the writer waits until a status has seen the half-written queue, so the test
+    /// always checks at least one snapshot taken mid-write (not only the empty and the full one).
     func testStatusSeesOnlyWholeTransactions() throws {
         let directory = try makeTempDirectory()
         let path = directory.file("haul.db")
@@ -53,6 +55,8 @@ final class StatusConcurrencyTests: XCTestCase {
         let writerError = Mutex<String?>(nil)
         let folder = directory.path
         let finished = DispatchGroup()
+        let halfSeen = DispatchSemaphore(value: 0)
+        let half = batches / 2
         finished.enter()
         Thread.detachNewThread {
             defer { writerDone.withLock { $0 = true }; finished.leave() }
@@ -67,6 +71,9 @@ final class StatusConcurrencyTests: XCTestCase {
                         return line
                     }
                     _ = try queue.add(lines)
+                    if number + 1 == half && halfSeen.wait(timeout: .now() + 20) == .timedOut {
+                        throw TestError("no status read the half-written queue")
+                    }
                 }
             } catch {
                 writerError.withLock { $0 = "\(error)" }
@@ -80,12 +87,14 @@ final class StatusConcurrencyTests: XCTestCase {
             let status = try reader.status()
             slowest = max(slowest, Date().timeIntervalSince(started))
             seen.append(status.counts[.queued] ?? -1)
+            if seen.last == half * batch { halfSeen.signal() }
             XCTAssertEqual(status.total, status.counts[.queued], "only queued jobs exist")
         } while !writerDone.withLock({ $0 })
         XCTAssertEqual(finished.wait(timeout: .now() + 30), .success)
         XCTAssertNil(writerError.withLock { $0 })
         XCTAssertEqual(try reader.status().counts[.queued], batch * batches)
         XCTAssertEqual(seen.filter { $0 % batch != 0 }, [], "a status saw part of a batch")
+        XCTAssertTrue(seen.contains { $0 > 0 && $0 < batch * batches }, "no status was taken mid-write")
         XCTAssertEqual(seen, seen.sorted(), "counts went backwards")
         XCTAssertLessThan(slowest, 2)
         try assertCountersConsistent(reader.database)

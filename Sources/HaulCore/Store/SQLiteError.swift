@@ -79,7 +79,7 @@ extension SQLiteError {
 
     /// One line for a person: what went wrong with the database at `path`, naming it, and what to
     /// do. `busyTimeout` is how long the connection waited for a lock, in seconds.
-    public func explained(path: String, busyTimeout: Double) -> String {
+    public func explained(location path: String, busyTimeout: Double) -> String {
         if isBusy { return DatabaseError.busy(path: path, seconds: busyTimeout).description }
         let detail = "SQLite error \(code): \(message)"
         if isDiskFull {
@@ -97,3 +97,5 @@ extension SQLiteError {
         }
     }
 }
+
+extension SQLiteError: StoreError {}
