@@ -67,7 +67,7 @@ final class EngineCoreTests: XCTestCase {
     }
 
     /// Begins, answers the first claim with `jobs`, then the slot request with `slots`.
-    private func started(_ harness: inout Harness, jobs: [Lease], slots: [SlotLease]) -> [EngineCore.Action] {
+    fileprivate func started(_ harness: inout Harness, jobs: [Lease], slots: [SlotLease]) -> [EngineCore.Action] {
         let begin = harness.send(.begin)
         let claim = try? XCTUnwrap(Harness.exchange(in: begin), "the first step claims")
         XCTAssertGreaterThan(claim?.claim ?? 0, 0)
@@ -267,5 +267,39 @@ extension EngineCoreTests {
         XCTAssertEqual(request?.releaseSlots, [Self.slot(0)])
         let end = harness.settle()
         XCTAssertTrue(end.contains { if case .finish = $0 { return true } else { return false } })
+    }
+}
+
+extension EngineCoreTests {
+    func testAFailedExchangeSendsWhatItCarriedAgainAndTheTransferWaitsForIt() {
+        var harness = Harness(workers: 1)
+        _ = started(&harness, jobs: [Self.lease(1)], slots: [Self.slot(0)])
+        harness.settle()
+        let forget = Progress(jobID: 1, token: "t1", receivedBytes: 0, expectedBytes: nil)
+        let first = harness.send(.prepared(token: "t1", forget: forget))
+        XCTAssertEqual(Harness.exchange(in: first)?.progress, [forget])
+        let failed = harness.send(.exchangeFailed("database is locked"))
+        XCTAssertFalse(failed.contains { if case .fetch = $0 { return true } else { return false } }, "not sent before the forget is recorded")
+        XCTAssertNil(Harness.exchange(in: failed), "the next try waits a moment")
+        harness.now += 1_001
+        let again = harness.send(.tick)
+        XCTAssertEqual(Harness.exchange(in: again)?.progress, [forget], "the forget is sent again")
+        let recorded = harness.send(.exchanged(ExchangeResult()))
+        XCTAssertTrue(recorded.contains { if case .fetch(token: "t1") = $0 { return true } else { return false } })
+    }
+
+    func testAVerifiedFileWhoseLeaseWasLostIsClosedNotPlaced() {
+        var harness = Harness(workers: 1)
+        _ = started(&harness, jobs: [Self.lease(1)], slots: [Self.slot(0)])
+        harness.send(.prepared(token: "t1", forget: nil))
+        harness.settle()
+        harness.now += 20_001
+        harness.send(.tick)
+        var lost = ExchangeResult()
+        lost.lostJobs = [JobLeaseID(jobID: 1, token: "t1")]
+        harness.send(.exchanged(lost))
+        let ended = harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
+        XCTAssertTrue(ended.contains { if case .drop(token: "t1") = $0 { return true } else { return false } })
+        XCTAssertFalse(ended.contains { if case .place = $0 { return true } else { return false } })
     }
 }

@@ -186,6 +186,8 @@ private final class Runner: @unchecked Sendable {
             }
         case .removeTemp(let lease):
             TempFile(destination: lease.job.destination, jobID: lease.jobID).remove()
+        case .drop(let token):
+            files.removeValue(forKey: token)?.close()
         case .report(let event):
             emit(event)
         case .wake(let at):

@@ -67,6 +67,8 @@ struct EngineCore {
         case place([String])
         /// Drop the job's partial file.
         case removeTemp(Lease)
+        /// Close a verified file that will not be placed (its lease was lost), keeping it.
+        case drop(token: String)
         case report(EngineEvent)
         /// Send `tick` at this time (Unix ms), unless another event comes first.
         case wake(at: Int)
@@ -137,7 +139,15 @@ struct EngineCore {
     /// Transfers waiting for their `forget` to be recorded before they may write.
     private var forgetting: [Progress] = []
     private var releasing: [SlotLease] = []
-    private var inFlight: (outcomes: [(Outcome, Pending)], forgetTokens: [String], slotsWanted: Set<Int>)?
+    /// The exchange in flight: what it carried that must be sent again if it fails.
+    private struct Sent {
+        var outcomes: [(Outcome, Pending)]
+        var forgets: [Progress]
+        var pauses: [HostPause]
+        var releases: [SlotLease]
+        var slotsWanted: Set<Int>
+    }
+    private var inFlight: Sent?
     private var lastRenewal = 0
     private var lastProgress = 0
     private var claimNotBefore = 0
@@ -183,8 +193,12 @@ struct EngineCore {
             absorb(result, now: now, into: &actions)
         case .exchangeFailed(let why):
             if let sent = inFlight {
-                outbox.insert(contentsOf: sent.outcomes, at: 0)  // sent again with the next exchange
+                // Sent again with the next exchange.
+                outbox.insert(contentsOf: sent.outcomes, at: 0)
                 if oldestOutbox == nil && !outbox.isEmpty { oldestOutbox = now }
+                forgetting.insert(contentsOf: sent.forgets, at: 0)
+                pauses.insert(contentsOf: sent.pauses, at: 0)
+                releasing.insert(contentsOf: sent.releases, at: 0)
             }
             inFlight = nil
             exchangeNotBefore = now + 1000
@@ -251,7 +265,12 @@ struct EngineCore {
             hosts[hostID]?.free.append(transfer.slot)
         }
         let item = Pending(lease: transfer.lease, resumedFrom: resumedFrom)
-        if transfer.abandoned { return }  // its lease was lost: the result is not ours to record
+        if transfer.abandoned {
+            // Its lease was lost: the result is not ours to record; a verified file stays in
+            // its temp file for whoever holds the job now.
+            if case .verified = end { actions.append(.drop(token: token)) }
+            return
+        }
         switch end {
         case .verified(let status, let bytes):
             var waiting = item
@@ -310,7 +329,7 @@ struct EngineCore {
         for ((outcome, item), recorded) in zip(sent.outcomes, result.outcomes) {
             report(outcome, item, recorded, into: &actions)
         }
-        for token in sent.forgetTokens where transfers[token]?.phase == .forgetting {
+        for token in sent.forgets.map(\.token) where transfers[token]?.phase == .forgetting {
             transfers[token]?.phase = .fetching
             actions.append(.fetch(token: token))
         }
@@ -581,7 +600,8 @@ struct EngineCore {
             lastProgress = now
             progressOf = transfers.filter { $0.value.phase == .fetching && !$0.value.abandoned }.map(\.key)
         }
-        inFlight = (sending, forgetting.map(\.token), Set(request.wantSlots.keys))
+        inFlight = Sent(outcomes: sending, forgets: forgetting, pauses: pauses, releases: releasing,
+                        slotsWanted: Set(request.wantSlots.keys))
         outbox.removeFirst(sending.count)
         if outbox.isEmpty { oldestOutbox = nil }
         pauses.removeAll()
