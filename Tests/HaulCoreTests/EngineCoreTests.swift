@@ -303,3 +303,40 @@ extension EngineCoreTests {
         XCTAssertFalse(ended.contains { if case .place = $0 { return true } else { return false } })
     }
 }
+
+extension EngineCoreTests {
+    func testALostSlotStopsItsTransferAndTheJobGoesBackUncounted() {
+        var harness = Harness(workers: 1)
+        _ = started(&harness, jobs: [Self.lease(1)], slots: [Self.slot(0)])
+        harness.send(.prepared(token: "t1", forget: nil))
+        harness.settle()
+        harness.now += 20_001
+        XCTAssertEqual(Harness.exchange(in: harness.send(.tick))?.renewSlots, [Self.slot(0)])
+        var lost = ExchangeResult()
+        lost.lostSlots = [Self.slot(0)]
+        let answer = harness.send(.exchanged(lost))
+        XCTAssertTrue(answer.contains { if case .cancel(token: "t1") = $0 { return true } else { return false } },
+                      "a transfer does not run on without its slot")
+        harness.send(.transferEnded(token: "t1", .failed(.cancelled, status: nil, snapshot: nil), resumedFrom: 0))
+        let sent = harness.actions.compactMap { action -> Exchange? in if case .exchange(let r, _) = action { return r } else { return nil } }
+        XCTAssertFalse(sent.flatMap(\.releaseSlots).contains(Self.slot(0)), "a lost slot is not ours to give back")
+        let outcomes = sent.flatMap(\.outcomes) + (harness.pending?.outcomes ?? [])
+        XCTAssertTrue(outcomes.isEmpty || outcomes.allSatisfy { if case .release = $0 { return true } else { return false } })
+    }
+
+    func testAStopBeforeTheRunBeginsFinishesWithoutTouchingTheQueue() {
+        var harness = Harness(workers: 2)
+        let stop = harness.send(.stop)
+        XCTAssertNil(Harness.exchange(in: stop), "no exchange before the run begins")
+        XCTAssertTrue(stop.contains { if case .finish = $0 { return true } else { return false } })
+    }
+
+    func testAfterAFailedExchangeTheCoreSleepsUntilItMayTryAgain() {
+        var harness = Harness(workers: 1)
+        let begin = harness.send(.begin)
+        XCTAssertNotNil(Harness.exchange(in: begin))
+        let failed = harness.send(.exchangeFailed("database is locked"))
+        let wakes = failed.compactMap { action -> Int? in if case .wake(let at) = action { return at } else { return nil } }
+        XCTAssertEqual(wakes, [harness.now + 1_000], "one wake, a second later: no spinning")
+    }
+}

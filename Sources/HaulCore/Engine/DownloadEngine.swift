@@ -88,6 +88,7 @@ private final class Runner: @unchecked Sendable {
     private var exchangedOnce = false
     /// The summary, once the core finished.
     private var finished: RunSummary?
+    private var abortError: (any Error)?
     /// Set when the run ended on an error: later events are dropped.
     private var aborted = false
     /// The longest run of failed exchanges before the run ends on the error.
@@ -113,6 +114,10 @@ private final class Runner: @unchecked Sendable {
             queue.async {
                 if let summary = self.finished {
                     continuation.resume(returning: summary)  // stopped before it began
+                    return
+                }
+                if let error = self.abortError {
+                    continuation.resume(throwing: error)
                     return
                 }
                 self.continuation = continuation
@@ -320,12 +325,14 @@ private final class Runner: @unchecked Sendable {
         if wantCounts { lastCounts = now }
         store.async({ store -> Answer in
             let result = try store.exchange(request)
+            // The exchange is committed: what follows must not turn it into a failure. A profile
+            // that cannot be read fails its job's attempt (as a missing one does); counts wait.
             var read: [Int: RequestProfile?] = [:]
             for lease in result.claimed {
                 guard let id = lease.job.profileID, !known.contains(id), read[id] == nil else { continue }
-                read[id] = .some(try store.profile(id: id))
+                read[id] = .some(try? store.profile(id: id))
             }
-            return Answer(result: result, profiles: read, status: wantCounts ? try store.status() : nil)
+            return Answer(result: result, profiles: read, status: wantCounts ? try? store.status() : nil)
         }, completion: { [weak self] answer in
             guard let self else { return }
             self.queue.async {
@@ -357,6 +364,7 @@ private final class Runner: @unchecked Sendable {
     /// stay, and their jobs' leases expire for a later run to take them back.
     private func abort(_ error: any Error) {
         aborted = true
+        abortError = error
         for handle in handles.values { handle.cancel() }
         for file in files.values { file.close() }
         timer?.cancel()

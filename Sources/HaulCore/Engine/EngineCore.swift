@@ -86,6 +86,8 @@ struct EngineCore {
         var noSlotsUntil = 0
         /// The host's cap, once the queue told it.
         var cap: Int?
+        /// Slot requests refused in a row.
+        var refusals = 0
         /// Since when the host has free slots and no job for them.
         var idleSince: Int?
         var readyCount: Int { ready.count - readyStart }
@@ -146,6 +148,7 @@ struct EngineCore {
         var pauses: [HostPause]
         var releases: [SlotLease]
         var slotsWanted: Set<Int>
+        var renewed = false
     }
     private var inFlight: Sent?
     private var lastRenewal = 0
@@ -161,6 +164,7 @@ struct EngineCore {
     /// cap): claim again as soon as fewer than this many are ready.
     private var claimBlockedReady: Int?
     private var stopping = false
+    private var begun = false
     private var finished = false
     private var started = 0
     private var transferArea = 0.0
@@ -186,6 +190,7 @@ struct EngineCore {
         var actions: [Action] = []
         switch event {
         case .begin:
+            begun = true
             started = now
             lastRenewal = now
             lastProgress = now
@@ -199,6 +204,7 @@ struct EngineCore {
                 forgetting.insert(contentsOf: sent.forgets, at: 0)
                 pauses.insert(contentsOf: sent.pauses, at: 0)
                 releasing.insert(contentsOf: sent.releases, at: 0)
+                if sent.renewed { lastRenewal = 0 }  // due again as soon as the store answers
             }
             inFlight = nil
             exchangeNotBefore = now + 1000
@@ -357,7 +363,10 @@ struct EngineCore {
             if let index = hosts[slot.hostID]?.free.firstIndex(of: slot) {
                 hosts[slot.hostID]?.free.remove(at: index)
             } else if let token = transfers.first(where: { $0.value.slot == slot })?.key {
+                // Another claimer may hold it now: stop this transfer (its job is handed back
+                // uncounted) rather than run beyond the cap.
                 transfers[token]?.slotLost = true
+                actions.append(.cancel(token: token))
             }
         }
         for claimed in result.claimed where stopping {
@@ -380,10 +389,19 @@ struct EngineCore {
             if hosts[slot.hostID] == nil { hostOrder.append(slot.hostID) }
             hosts[slot.hostID, default: Host()].free.append(slot)
         }
-        for id in sent.slotsWanted where !result.grantedSlots.contains(where: { $0.hostID == id }) {
-            hosts[id]?.noSlotsUntil = now + config.slotRetry
+        for id in sent.slotsWanted {
+            if result.grantedSlots.contains(where: { $0.hostID == id }) {
+                hosts[id]?.refusals = 0
+            } else {
+                // Refused (other claimers hold the cap): ask again later, less often each time.
+                let refusals = min(2, (hosts[id]?.refusals ?? 0))
+                hosts[id]?.refusals = refusals + 1
+                hosts[id]?.noSlotsUntil = now + config.slotRetry << refusals
+            }
         }
-        for id in result.contendedHosts { hosts[id]?.yieldOne = true }
+        for id in hostOrder where hosts[id]?.busy ?? 0 > 0 || hosts[id]?.free.isEmpty == false {
+            hosts[id]?.yieldOne = result.contendedHosts.contains(id)
+        }
         for (id, until) in result.pausedHosts {
             let current = hosts[id]?.pausedUntil ?? 0
             hosts[id]?.pausedUntil = max(current, until)
@@ -449,6 +467,7 @@ struct EngineCore {
 
     private mutating func step(now: Int, into actions: inout [Action]) {
         startTransfers(now: now, into: &actions)
+        pruneHosts(now: now)
         if holdsNoJob && lastQueued == 0 && !drained && confirmDrain {
             // The last claim found nothing queued and our own jobs are all recorded now: look
             // again at once (once), to see whether the queue is drained.
@@ -472,6 +491,20 @@ struct EngineCore {
             return
         }
         if let wake = nextWake(now: now) { actions.append(.wake(at: wake)) }
+    }
+
+    /// Forgets hosts with nothing in hand (no job, no slot, no pause, no wait), so memory and the
+    /// work per event follow the hosts in hand, not every host the run has seen.
+    private mutating func pruneHosts(now: Int) {
+        guard hostOrder.count > 2 * config.workers else { return }
+        hostOrder.removeAll { id in
+            guard let host = hosts[id] else { return true }
+            let empty = host.readyCount == 0 && host.busy == 0 && host.free.isEmpty && host.pausedUntil <= now
+                && host.noSlotsUntil <= now && !releasing.contains { $0.hostID == id }
+            if empty { hosts[id] = nil }
+            return empty
+        }
+        cursor = 0
     }
 
     /// Starts transfers while there is room, a ready job and a free slot of its host.
@@ -507,7 +540,7 @@ struct EngineCore {
     }
 
     private mutating func exchangeIfDue(now: Int, into actions: inout [Action]) {
-        guard inFlight == nil, now >= exchangeNotBefore else { return }
+        guard begun, inFlight == nil, now >= exchangeNotBefore else { return }
         var request = Exchange(owner: config.owner, leaseMilliseconds: config.leaseMilliseconds)
         request.maxAttempts = config.maxAttempts
         var reasons = 0
@@ -586,12 +619,16 @@ struct EngineCore {
                 leases += host.ready[host.readyStart...].map { JobLeaseID(jobID: $0.jobID, token: $0.token) }
                 request.renewSlots += host.free
             }
-            for (token, transfer) in transfers where !transfer.abandoned {
-                leases.append(JobLeaseID(jobID: transfer.lease.jobID, token: token))
+            for (token, transfer) in transfers {
+                if !transfer.abandoned { leases.append(JobLeaseID(jobID: transfer.lease.jobID, token: token)) }
                 if !transfer.slotLost { request.renewSlots.append(transfer.slot) }
             }
             for (token, item) in verified.merging(placing, uniquingKeysWith: { a, _ in a }) {
                 leases.append(JobLeaseID(jobID: item.lease.jobID, token: token))
+            }
+            // Outcomes still waiting for their exchange hold their leases too.
+            for (_, item) in outbox.dropFirst(sending.count) {
+                leases.append(JobLeaseID(jobID: item.lease.jobID, token: item.lease.token))
             }
             request.renewJobs = leases
         }
@@ -601,7 +638,7 @@ struct EngineCore {
             progressOf = transfers.filter { $0.value.phase == .fetching && !$0.value.abandoned }.map(\.key)
         }
         inFlight = Sent(outcomes: sending, forgets: forgetting, pauses: pauses, releases: releasing,
-                        slotsWanted: Set(request.wantSlots.keys))
+                        slotsWanted: Set(request.wantSlots.keys), renewed: renewal)
         outbox.removeFirst(sending.count)
         if outbox.isEmpty { oldestOutbox = nil }
         pauses.removeAll()
@@ -614,8 +651,10 @@ struct EngineCore {
     /// The soonest time something is due without another event.
     private func nextWake(now: Int) -> Int? {
         var times: [Int] = []
-        if !verified.isEmpty, let oldest = oldestVerified { times.append(oldest + config.batchDelay) }
-        if inFlight == nil {
+        if placing.isEmpty, !verified.isEmpty, let oldest = oldestVerified { times.append(oldest + config.batchDelay) }
+        if inFlight == nil && exchangeNotBefore > now {
+            times.append(exchangeNotBefore)  // after a failed exchange, nothing is sent before this
+        } else if inFlight == nil {
             if !outbox.isEmpty, let oldest = oldestOutbox { times.append(oldest + config.batchDelay) }
             if !headProgress.isEmpty { times.append(lastProgress + config.batchDelay) }
             times.append(lastRenewal + renewEvery)
@@ -627,7 +666,6 @@ struct EngineCore {
                 if host.noSlotsUntil > now { times.append(host.noSlotsUntil) }
                 if host.pausedUntil > now { times.append(host.pausedUntil) }
             }
-            if exchangeNotBefore > now { times.append(exchangeNotBefore) }
         }
         return times.map { max($0, now + 1) }.min()
     }

@@ -123,6 +123,7 @@ extension JobQueue {
         let insert = try database.statement(
             "INSERT INTO host_slots (host_id, slot, owner, token, expires_at) VALUES (?, ?, ?, ?, ?)")
         let want = try database.statement("UPDATE hosts SET wanted_by = ?, wanted_at = ? WHERE id = ?")
+        let served = try database.statement("UPDATE hosts SET wanted_by = NULL WHERE id = ? AND wanted_by = ?")
         var granted: [SlotLease] = []
         var caps: [Int: Int] = [:]
         for (hostID, count) in wanted.sorted(by: { $0.key < $1.key }) where count > 0 {
@@ -132,13 +133,18 @@ extension JobQueue {
             try dead.run([hostID, now])
             let taken = Set(try used.rows([hostID]) { $0.int(0) })
             var given = 0
-            for index in 0..<cap where given < count && !taken.contains(index) {
+            // Live slots at an index beyond a lowered cap count too, until they are renewed away.
+            for index in 0..<cap where given < count && taken.count + given < cap && !taken.contains(index) {
                 let token = Self.newToken()
                 try insert.run([hostID, index, owner, token, now + leaseMilliseconds])
                 granted.append(SlotLease(hostID: hostID, index: index, token: token))
                 given += 1
             }
-            if given < count { try want.run([owner, now, hostID]) }
+            if given < count {
+                try want.run([owner, now, hostID])
+            } else {
+                try served.run([hostID, owner])
+            }
         }
         return (granted, caps)
     }
