@@ -35,6 +35,10 @@ extension JobQueue {
     /// visited round-robin (least recently claimed first), so a host with a million jobs does
     /// not starve one with ten. Each claimed job gets a fresh lease token, and its attempt is
     /// counted and recorded now.
+    ///
+    /// This is the claim of a claimer without slots (tests, tools): its running jobs are its cap.
+    /// `haul run` claims through `exchange`, where slots hold the cap and claimed jobs wait in
+    /// hand; the two kinds of claimer should not share one queue's hosts.
     public func claim(_ request: ClaimRequest) throws -> [Lease] {
         guard request.limit > 0, request.perHostCap > 0 else { return [] }
         let now = clock()
@@ -56,53 +60,59 @@ extension JobQueue {
             }
             let hostRows = try database.rows(
                 "SELECT id, host FROM hosts WHERE queued > 0 AND paused_until <= ? ORDER BY last_claim", [now]) { ($0.int(0), $0.string(1)) }
-            let hosts = hostRows.map(\.0)
-            let hostNames = Dictionary(hostRows, uniquingKeysWith: { first, _ in first })
-            let pick = try database.statement("""
-                SELECT id FROM jobs WHERE host_id = ? AND state = 'queued' AND next_attempt_at <= ?
-                ORDER BY next_attempt_at, id LIMIT ?
-                """)
-            // Takes the job and returns it as `Job.init(row:)` reads it (?7: its host's name).
-            let take = try database.statement("""
-                UPDATE jobs SET state = 'running', attempts = attempts + 1,
-                    max_attempts = coalesce(?1, max_attempts),
-                    lease_token = ?2, lease_owner = ?3, lease_expires_at = ?4, updated_at = ?5
-                WHERE id = ?6 AND state = 'queued'
-                RETURNING \(Job.columns(host: "?7"))
-                """)
-            let record = try database.statement(
-                "INSERT INTO attempts (job_id, number, lease_token, started_at) VALUES (?, ?, ?, ?)")
-            let touchHost = try database.statement("UPDATE hosts SET last_claim = ? WHERE id = ?")
-            var leases: [Lease] = []
-            // Round-robin order: each claimed host moves behind every other host with work.
-            var sequence = try database.scalarInt("SELECT coalesce(max(last_claim), 0) FROM hosts WHERE queued > 0")
-            // Round-robin: one job per host per pass, so the batch itself is spread fairly.
-            var open = hosts.map { ($0, request.perHostCap - running[$0, default: 0]) }.filter { $0.1 > 0 }
-            var candidates: [Int: [Int]] = [:]
-            var lastClaim: [Int: Int] = [:]
-            while leases.count < request.limit && !open.isEmpty {
-                var stillOpen: [(Int, Int)] = []
-                for (host, room) in open where leases.count < request.limit {
-                    if candidates[host] == nil {
-                        candidates[host] = try pick.rows([host, now, min(room, request.limit)]) { $0.int(0) }
-                    }
-                    guard let id = candidates[host]?.first else { continue }
-                    candidates[host]?.removeFirst()
-                    let token = Self.newToken()
-                    let expires = now + request.leaseMilliseconds
-                    guard let job = try take.firstRow([request.maxAttempts, token, request.owner, expires, now, id,
-                                                       hostNames[host] ?? ""], Job.init) else { continue }
-                    try record.run([id, job.attempts, token, now])
-                    sequence += 1
-                    lastClaim[host] = sequence
-                    leases.append(Lease(job: job, token: token))
-                    if room > 1, candidates[host]?.isEmpty == false { stillOpen.append((host, room - 1)) }
-                }
-                open = stillOpen
-            }
-            for (host, claim) in lastClaim { try touchHost.run([claim, host]) }
-            return leases
+            let open = hostRows.map { (id: $0.0, name: $0.1, room: request.perHostCap - running[$0.0, default: 0]) }
+            return try claimRoundRobin(open.filter { $0.room > 0 }, limit: request.limit, owner: request.owner,
+                                       leaseMilliseconds: request.leaseMilliseconds, maxAttempts: request.maxAttempts, now: now)
         }
+    }
+
+    /// Claims up to `limit` queued jobs that are due, from `hosts` (in the order given: least
+    /// recently claimed first) one job per host per pass, at most `room` from each, so a batch is
+    /// spread fairly; each gets a fresh lease token and its attempt counted and recorded, and
+    /// each claimed host moves behind every other host with work. Call inside a write transaction.
+    func claimRoundRobin(_ hosts: [(id: Int, name: String, room: Int)], limit: Int, owner: String, leaseMilliseconds: Int,
+                         maxAttempts: Int?, now: Int) throws -> [Lease] {
+        let pick = try database.statement("""
+            SELECT id FROM jobs WHERE host_id = ? AND state = 'queued' AND next_attempt_at <= ?
+            ORDER BY next_attempt_at, id LIMIT ?
+            """)
+        // Takes the job and returns it as `Job.init(row:)` reads it (?7: its host's name).
+        let take = try database.statement("""
+            UPDATE jobs SET state = 'running', attempts = attempts + 1,
+                max_attempts = coalesce(?1, max_attempts),
+                lease_token = ?2, lease_owner = ?3, lease_expires_at = ?4, updated_at = ?5
+            WHERE id = ?6 AND state = 'queued'
+            RETURNING \(Job.columns(host: "?7"))
+            """)
+        let record = try database.statement(
+            "INSERT INTO attempts (job_id, number, lease_token, started_at) VALUES (?, ?, ?, ?)")
+        let touchHost = try database.statement("UPDATE hosts SET last_claim = ? WHERE id = ?")
+        var sequence = try database.statement("SELECT coalesce(max(last_claim), 0) FROM hosts WHERE queued > 0")
+            .firstRow([], { $0.int(0) }) ?? 0
+        var leases: [Lease] = []
+        var open = hosts
+        var candidates: [Int: ArraySlice<Int>] = [:]
+        var lastClaim: [Int: Int] = [:]
+        while leases.count < limit && !open.isEmpty {
+            var stillOpen: [(id: Int, name: String, room: Int)] = []
+            for host in open where leases.count < limit {
+                if candidates[host.id] == nil {
+                    candidates[host.id] = ArraySlice(try pick.rows([host.id, now, min(host.room, limit)]) { $0.int(0) })
+                }
+                guard let id = candidates[host.id]?.popFirst() else { continue }
+                let token = Self.newToken()
+                guard let job = try take.firstRow([maxAttempts, token, owner, now + leaseMilliseconds, now, id, host.name],
+                                                  Job.init) else { continue }
+                try record.run([id, job.attempts, token, now])
+                sequence += 1
+                lastClaim[host.id] = sequence
+                leases.append(Lease(job: job, token: token))
+                if host.room > 1, candidates[host.id]?.isEmpty == false { stillOpen.append((host.id, host.name, host.room - 1)) }
+            }
+            open = stillOpen
+        }
+        for (host, claim) in lastClaim { try touchHost.run([claim, host]) }
+        return leases
     }
 
     /// Returns every running job whose lease has expired to the queue — or fails it, when it

@@ -207,47 +207,11 @@ extension JobQueue {
             SELECT h.id, h.host, coalesce(h.cap, (SELECT value FROM queue_settings WHERE name = 'default_host_cap'))
             FROM hosts h WHERE h.queued > 0 AND h.paused_until <= ? ORDER BY h.last_claim
             """).rows([now]) { ($0.int(0), $0.string(1), $0.int(2)) }
-        let pick = try database.statement("""
-            SELECT id FROM jobs WHERE host_id = ? AND state = 'queued' AND next_attempt_at <= ?
-            ORDER BY next_attempt_at, id LIMIT ?
-            """)
-        let take = try database.statement("""
-            UPDATE jobs SET state = 'running', attempts = attempts + 1,
-                max_attempts = coalesce(?1, max_attempts),
-                lease_token = ?2, lease_owner = ?3, lease_expires_at = ?4, updated_at = ?5
-            WHERE id = ?6 AND state = 'queued'
-            RETURNING \(Job.columns(host: "?7"))
-            """)
-        let record = try database.statement(
-            "INSERT INTO attempts (job_id, number, lease_token, started_at) VALUES (?, ?, ?, ?)")
-        let touchHost = try database.statement("UPDATE hosts SET last_claim = ? WHERE id = ?")
-        var sequence = try database.statement("SELECT coalesce(max(last_claim), 0) FROM hosts WHERE queued > 0").firstRow([], { $0.int(0) }) ?? 0
-        var leases: [Lease] = []
-        var open: [(id: Int, name: String, room: Int)] = hostRows.compactMap { row in
+        let open: [(id: Int, name: String, room: Int)] = hostRows.compactMap { row in
             let room = 2 * row.2 - request.heldByHost[row.0, default: 0]
             return room > 0 ? (row.0, row.1, room) : nil
         }
-        var candidates: [Int: ArraySlice<Int>] = [:]
-        var lastClaim: [Int: Int] = [:]
-        while leases.count < request.claim && !open.isEmpty {
-            var stillOpen: [(id: Int, name: String, room: Int)] = []
-            for host in open where leases.count < request.claim {
-                if candidates[host.id] == nil {
-                    candidates[host.id] = ArraySlice(try pick.rows([host.id, now, min(host.room, request.claim)]) { $0.int(0) })
-                }
-                guard let id = candidates[host.id]?.popFirst() else { continue }
-                let token = Self.newToken()
-                guard let job = try take.firstRow([request.maxAttempts, token, request.owner, now + request.leaseMilliseconds,
-                                                   now, id, host.name], Job.init) else { continue }
-                try record.run([id, job.attempts, token, now])
-                sequence += 1
-                lastClaim[host.id] = sequence
-                leases.append(Lease(job: job, token: token))
-                if host.room > 1, candidates[host.id]?.isEmpty == false { stillOpen.append((host.id, host.name, host.room - 1)) }
-            }
-            open = stillOpen
-        }
-        for (host, claim) in lastClaim { try touchHost.run([claim, host]) }
-        return leases
+        return try claimRoundRobin(open, limit: request.claim, owner: request.owner, leaseMilliseconds: request.leaseMilliseconds,
+                                   maxAttempts: request.maxAttempts, now: now)
     }
 }
