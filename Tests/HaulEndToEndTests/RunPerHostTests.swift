@@ -80,3 +80,30 @@ final class RunPerHostTests: XCTestCase {
         XCTAssertEqual(h.tempFiles(), [])
     }
 }
+
+extension RunPerHostTests {
+    /// While a run holds a host at its cap, `haul status` tells the transfers (slots held) from
+    /// the jobs claimed ahead, and the cap given with `--per-host` is kept with the queue.
+    func testStatusTellsTransfersFromJobsClaimedAhead() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let gate = FaultServer.Gate()
+        server.setFallback { request in
+            gate.wait(timeout: 20)
+            return FaultServer.Response.ok(Data(request.path.utf8))
+        }
+        try h.add((0..<10).map { server.url("/f\($0)").absoluteString })
+        let run = try h.start(["run", "--per-host", "3", "-j", "8"])
+        XCTAssertTrue(server.waitForInFlight(atLeast: 3), "the run did not reach its cap")
+        let status = try h.status()
+        gate.open()
+        XCTAssertEqual(status["transferring"] as? Int, 3, "\(status)")
+        let counts = status["counts"] as? [String: Any]
+        XCTAssertGreaterThan(counts?["running"] as? Int ?? 0, 3, "jobs are claimed ahead of their slots: \(status)")
+        let result = run.wait(timeout: 30)
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertLessThanOrEqual(server.maxConcurrent, 3)
+        XCTAssertEqual(try h.status()["transferring"] as? Int, 0, "every slot is given back at the end")
+    }
+}

@@ -172,6 +172,7 @@ extension JobQueue {
                 "SELECT host, paused_until, pause_reason FROM hosts WHERE paused_until > ? ORDER BY paused_until", [now]) {
                 (host: $0.string(0), until: $0.int(1), reason: $0.optionalString(2))
             }
+            status.slotsHeld = try database.scalarInt("SELECT count(*) FROM host_slots WHERE expires_at > ?", [now])
             status.topFailures = try database.rows("""
                 SELECT last_error, count(*) AS n FROM jobs WHERE state = 'failed'
                 GROUP BY last_error ORDER BY n DESC, last_error LIMIT 5

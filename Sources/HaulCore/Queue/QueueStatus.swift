@@ -10,6 +10,9 @@ public struct QueueStatus: Sendable, Equatable {
     /// When the soonest of those is due (Unix ms).
     public var nextRetryAt: Int?
     public var pausedHosts: [(host: String, until: Int, reason: String?)]
+    /// Live host slots over every run: the transfers in flight (or about to start). Running jobs
+    /// beyond these are claimed ahead, waiting for a slot.
+    public var slotsHeld = 0
     public var topFailures: [(reason: String, count: Int)]
 
     public var total: Int { counts.values.reduce(0, +) }

@@ -22,6 +22,7 @@ enum StatusCommand: Command {
                 ("counts", .object(JobState.allCases.map { ($0.rawValue, .int(status.counts[$0] ?? 0)) })),
                 ("total", .int(status.total)),
                 ("abandoned", .int(abandoned)),
+                ("transferring", .int(status.slotsHeld)),
                 ("bytes", .object([
                     ("received", .int(status.receivedBytes)),
                     ("expected", .int(status.expectedBytes)),
@@ -41,6 +42,10 @@ enum StatusCommand: Command {
         }
         let counts = JobState.allCases.map { "\($0.rawValue) \(status.counts[$0] ?? 0)" }.joined(separator: ", ")
         Console.out("\(Console.bold("jobs")):    \(status.total) — \(counts)")
+        if let running = status.counts[.running], running > 0 {
+            let ahead = max(0, running - status.slotsHeld)
+            Console.out("\(Console.bold("running")): \(status.slotsHeld) transferring" + (ahead > 0 ? ", \(ahead) claimed ahead, waiting for a slot" : ""))
+        }
         if abandoned > 0 {
             Console.out("\(Console.bold("abandoned")): \(abandoned) of the running \(abandoned == 1 ? "job's haul is" : "jobs' hauls are") gone; the next `haul run` takes \(abandoned == 1 ? "it" : "them") back")
         }
