@@ -28,21 +28,28 @@ final class PIDNamespaceTests: XCTestCase {
         let server = try FaultServer(host: "127.0.0.1")
         defer { server.stop() }
         let big = runTestData(3_000_000, seed: 61)
-        // About 4.5 s of body: the second run starts, and reclaims what it thinks is dead, well
-        // before the first run's transfer ends.
+        // The first run's transfer is held at the server until the second run has passed its
+        // start-up (where it reclaims the jobs of lease holders it thinks dead). The event that
+        // tells: its start-up sweep removes an orphaned temp file planted for it, right after the
+        // reclaim step.
+        let gate = FaultServer.Gate()
         server.route("/big.bin") { request in
-            FaultServer.fileResponse(big, request: request, etag: "\"ns-1\"").slowBody(bytesPerChunk: 32_768, delay: 0.05)
+            gate.wait(timeout: 30)
+            return FaultServer.fileResponse(big, request: request, etag: "\"ns-1\"")
         }
         try h.add([server.url("/big.bin").absoluteString])
 
         let first = try h.start(["run"])
         XCTAssertTrue(server.waitForRequests(count: 1, path: "/big.bin", timeout: 10))
+        let orphan = h.out + "/" + TempFile.prefix + "999999-0123456789abcdef" + TempFile.suffix
+        XCTAssertTrue(FileManager.default.createFile(atPath: orphan, contents: Data("orphan".utf8)))
         let second = try HaulProcess.start(URL(fileURLWithPath: Self.unshare),
                                            options + [h.haul.path, "run", "--db", h.db],
                                            currentDirectory: h.temp.path)
-        // The first run is still mid-transfer as the second starts (its first step is to reclaim
-        // the jobs of dead lease holders); otherwise the test would prove nothing.
-        XCTAssertTrue(h.tempFileSize() < big.count, "the first transfer ended before the second run started")
+        let swept = Date().addingTimeInterval(20)
+        while FileManager.default.fileExists(atPath: orphan) && Date() < swept { usleep(5_000) }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: orphan), "the second run never passed its start-up")
+        gate.open()
         let firstResult = first.wait(timeout: 30)
         let secondResult = second.wait(timeout: 30)
 
