@@ -43,27 +43,6 @@ final class QueueClaimTests: XCTestCase {
         try assertCountersConsistent(queue.database)
     }
 
-    func testOwnFinishedLeasesDoNotCountAgainstTheCapUntilTheyAreTakenBack() throws {
-        let (queue, directory) = try makeQueue()
-        try addJobs("a.example", 10, to: queue, in: directory)
-        let first = try queue.claim(ClaimRequest(limit: 100, perHostCap: 2, leaseMilliseconds: 60_000))
-        XCTAssertEqual(first.count, 2)
-        XCTAssertEqual(try queue.claim(ClaimRequest(limit: 100, perHostCap: 2)), [], "at the cap")
-        // One transfer ended (its result not yet recorded): it sends no more requests.
-        let excused = try queue.claim(ClaimRequest(limit: 100, perHostCap: 2, finished: [first[0]]))
-        XCTAssertEqual(excused.count, 1, "exactly one more for the one finished lease")
-        // Other claimers still count it: three jobs are running in the database.
-        XCTAssertEqual(try QueueInvariants.runningPerHost(queue.database), ["a.example:443": 3])
-        XCTAssertEqual(try queue.claim(ClaimRequest(limit: 100, perHostCap: 2)), [])
-        // A lease that no longer holds (cancelled, or taken back after expiry) excuses nothing.
-        _ = try queue.cancel([first[1].jobID])
-        XCTAssertEqual(try queue.claim(ClaimRequest(limit: 100, perHostCap: 2, finished: [first[1]])), [],
-                       "the cancelled job no longer runs, so it is not counted and cannot be excused twice")
-        let wrongToken = Lease(job: first[0].job, token: "not-the-token")
-        XCTAssertEqual(try queue.claim(ClaimRequest(limit: 100, perHostCap: 2, finished: [wrongToken])), [])
-        try assertCountersConsistent(queue.database)
-    }
-
     func testLimitIsRespectedAndEveryLeaseIsRecorded() throws {
         let (queue, directory) = try makeQueue()
         for host in ["a.example", "b.example", "c.example"] { try addJobs(host, 5, to: queue, in: directory) }

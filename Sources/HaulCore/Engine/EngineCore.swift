@@ -244,7 +244,7 @@ struct EngineCore {
             for token in transfers.keys.sorted() { actions.append(.cancel(token: token)) }
             for id in hostOrder {
                 while let lease = hosts[id]?.popReady() {
-                    queue(.release(jobID: lease.jobID, token: lease.token, reason: "interrupted: haul was stopped", progress: nil),
+                    queue(.release(jobID: lease.jobID, token: lease.token, reason: Self.stopped, progress: nil),
                           Pending(lease: lease), now: now)
                 }
             }
@@ -300,7 +300,7 @@ struct EngineCore {
         let kept = snapshot ?? DownloadAttempt.Snapshot(bytesOnDisk: 0, expectedTotal: nil, validator: nil)
         switch decision {
         case .release:
-            queue(.release(jobID: job.id, token: lease.token, reason: "interrupted: haul was stopped",
+            queue(.release(jobID: job.id, token: lease.token, reason: Self.stopped,
                            progress: snapshot.map { Self.progress($0, lease: lease) }), item, now: now)
         case .fail:
             // An unsafe way to the destination is not followed, not even to clean up.
@@ -333,7 +333,7 @@ struct EngineCore {
         guard let sent = inFlight else { return }
         inFlight = nil
         for ((outcome, item), recorded) in zip(sent.outcomes, result.outcomes) {
-            report(outcome, item, recorded, into: &actions)
+            report(outcome, item, recorded, now: now, into: &actions)
         }
         for token in sent.forgets.map(\.token) where transfers[token]?.phase == .forgetting {
             transfers[token]?.phase = .fetching
@@ -371,7 +371,7 @@ struct EngineCore {
         }
         for claimed in result.claimed where stopping {
             // Claimed while the stop was on its way: handed back at once, uncounted.
-            queue(.release(jobID: claimed.jobID, token: claimed.token, reason: "interrupted: haul was stopped", progress: nil),
+            queue(.release(jobID: claimed.jobID, token: claimed.token, reason: Self.stopped, progress: nil),
                   Pending(lease: claimed), now: now)
         }
         for claimed in result.claimed where !stopping {
@@ -430,7 +430,8 @@ struct EngineCore {
         }
     }
 
-    private mutating func report(_ outcome: Outcome, _ item: Pending, _ recorded: OutcomeResult, into actions: inout [Action]) {
+    private mutating func report(_ outcome: Outcome, _ item: Pending, _ recorded: OutcomeResult, now: Int,
+                                 into actions: inout [Action]) {
         let job = item.lease.job
         if recorded == .stale || item.stale {
             if case .release = outcome { return }
@@ -444,13 +445,12 @@ struct EngineCore {
             actions.append(.report(.finished(jobID: job.id, url: job.url, destination: job.destination, bytes: Int64(bytes))))
         case (.fail(_, _, _, let reason), _):
             failed(job, reason: reason, into: &actions)
-        case (.retry(_, _, let at, _, let error, _), .gaveUp(let reason)):
-            _ = at
+        case (.retry(_, _, _, _, let error, _), .gaveUp(let reason)):
             actions.append(.removeTemp(item.lease))
             failed(job, reason: reason, counted: error, into: &actions)
         case (.retry(_, _, let at, _, let error, _), _):
             stats.retriesScheduled += 1
-            let delay = TimeInterval(max(0, at - lastAreaUpdate)) / 1000
+            let delay = TimeInterval(max(0, at - now)) / 1000
             actions.append(.report(.retryScheduled(jobID: job.id, url: job.url, attempt: job.attempts, delay: delay, reason: error)))
         case (.release, _):
             break
@@ -669,6 +669,9 @@ struct EngineCore {
         }
         return times.map { max($0, now + 1) }.min()
     }
+
+    /// Why a job is handed back uncounted when haul stops (see `Attempt.wasCounted`).
+    static let stopped = "\(Attempt.interruptedPrefix) haul was stopped"
 
     /// How long a free slot with no job for it is kept before it is given back, in ms.
     static let idleSlot = 100

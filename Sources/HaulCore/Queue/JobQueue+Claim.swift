@@ -10,19 +10,13 @@ public struct ClaimRequest: Sendable {
     public var owner: String
     /// When set, replaces the claimed jobs' maximum number of attempts.
     public var maxAttempts: Int?
-    /// The claimer's own leases whose transfers have ended but whose results are not recorded
-    /// yet. They send no more requests, so they do not count against their host's cap — as
-    /// long as the lease still holds; a lease taken back in the meantime excuses nothing.
-    public var finished: [Lease]
 
-    public init(limit: Int, perHostCap: Int, leaseMilliseconds: Int = 60_000, owner: String = "", maxAttempts: Int? = nil,
-                finished: [Lease] = []) {
+    public init(limit: Int, perHostCap: Int, leaseMilliseconds: Int = 60_000, owner: String = "", maxAttempts: Int? = nil) {
         self.limit = limit
         self.perHostCap = perHostCap
         self.leaseMilliseconds = leaseMilliseconds
         self.owner = owner
         self.maxAttempts = maxAttempts
-        self.finished = finished
     }
 }
 
@@ -48,15 +42,6 @@ extension JobQueue {
             for (host, count) in try database.rows(
                 "SELECT host_id, count(*) FROM jobs WHERE state = 'running' GROUP BY host_id", [], { ($0.int(0), $0.int(1)) }) {
                 running[host] = count
-            }
-            if !request.finished.isEmpty {
-                let stillHeld = try database.statement(
-                    "SELECT host_id FROM jobs WHERE id = ? AND state = 'running' AND lease_token = ?")
-                for lease in request.finished {
-                    if let host = try stillHeld.firstRow([lease.jobID, lease.token], { $0.int(0) }) {
-                        running[host, default: 0] -= 1
-                    }
-                }
             }
             let hostRows = try database.rows(
                 "SELECT id, host FROM hosts WHERE queued > 0 AND paused_until <= ? ORDER BY last_claim", [now]) { ($0.int(0), $0.string(1)) }

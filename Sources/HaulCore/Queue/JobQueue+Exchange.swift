@@ -7,7 +7,7 @@ extension JobQueue {
             var result = ExchangeResult()
             // Renewals first: a lease that lapsed is not renewed, and its outcome below is
             // then judged under whoever holds the job now.
-            result.lostJobs = try renewJobLeases(request.renewJobs, now: now, leaseMilliseconds: request.leaseMilliseconds)
+            result.lostJobs = try renew(request.renewJobs, now: now, leaseMilliseconds: request.leaseMilliseconds)
             result.lostSlots = try renewSlots(request.renewSlots, now: now, leaseMilliseconds: request.leaseMilliseconds)
             for pause in request.pauses {
                 try pauseHost(pause.host, until: pause.until, reason: pause.reason)
@@ -65,25 +65,7 @@ extension JobQueue {
         }
     }
 
-    private func renewJobLeases(_ leases: [JobLeaseID], now: Int, leaseMilliseconds: Int) throws -> [JobLeaseID] {
-        guard !leases.isEmpty else { return [] }
-        let statement = try database.statement("""
-            UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND lease_token = ? AND state = 'running' AND lease_expires_at > ?
-            """)
-        var lost: [JobLeaseID] = []
-        for lease in leases {
-            try statement.run([now + leaseMilliseconds, lease.jobID, lease.token, now])
-            if database.changes == 0 { lost.append(lease) }
-        }
-        return lost
-    }
-
     // MARK: Slots
-
-    /// The cap of every host without one of its own.
-    public func defaultHostCap() throws -> Int {
-        try database.scalarInt("SELECT value FROM queue_settings WHERE name = 'default_host_cap'")
-    }
 
     /// Sets the cap of every host without one of its own (`host` nil), or of one host
     /// (lower-cased `host:port`, as jobs store it). Slots held beyond a lowered cap are refused
@@ -110,10 +92,11 @@ extension JobQueue {
         return Dictionary(rows, uniquingKeysWith: +)
     }
 
+    /// The cap of the host `h` (a row of hosts) in SQL: its own, else the queue's default.
+    static let capOfHost = "coalesce(h.cap, (SELECT value FROM queue_settings WHERE name = 'default_host_cap'))"
+
     private func hostCap(_ hostID: Int) throws -> Int {
-        try database.statement("""
-            SELECT coalesce(h.cap, (SELECT value FROM queue_settings WHERE name = 'default_host_cap')) FROM hosts h WHERE h.id = ?
-            """).firstRow([hostID], { $0.int(0) }) ?? 1
+        try database.statement("SELECT \(Self.capOfHost) FROM hosts h WHERE h.id = ?").firstRow([hostID], { $0.int(0) }) ?? 1
     }
 
     private func grantSlots(_ wanted: [Int: Int], owner: String, now: Int, leaseMilliseconds: Int) throws -> ([SlotLease], [Int: Int]) {
@@ -153,18 +136,14 @@ extension JobQueue {
         guard !slots.isEmpty else { return [] }
         let renew = try database.statement("""
             UPDATE host_slots SET expires_at = ?1 WHERE host_id = ?2 AND slot = ?3 AND token = ?4 AND expires_at > ?5
-                AND slot < (SELECT coalesce(h.cap, (SELECT value FROM queue_settings WHERE name = 'default_host_cap'))
-                            FROM hosts h WHERE h.id = ?2)
+                AND slot < (SELECT \(Self.capOfHost) FROM hosts h WHERE h.id = ?2)
             """)
-        let drop = try database.statement("DELETE FROM host_slots WHERE host_id = ? AND slot = ? AND token = ?")
         var lost: [SlotLease] = []
         for slot in slots {
             try renew.run([now + leaseMilliseconds, slot.hostID, slot.index, slot.token, now])
-            if database.changes == 0 {
-                try drop.run([slot.hostID, slot.index, slot.token])  // beyond a lowered cap: free it now
-                lost.append(slot)
-            }
+            if database.changes == 0 { lost.append(slot) }
         }
+        try releaseSlots(lost)  // beyond a lowered cap: free now
         return lost
     }
 
@@ -204,7 +183,7 @@ extension JobQueue {
     /// not count against the cap; slots do.
     private func claimAhead(_ request: Exchange, now: Int) throws -> [Lease] {
         let hostRows = try database.statement("""
-            SELECT h.id, h.host, coalesce(h.cap, (SELECT value FROM queue_settings WHERE name = 'default_host_cap'))
+            SELECT h.id, h.host, \(Self.capOfHost)
             FROM hosts h WHERE h.queued > 0 AND h.paused_until <= ? ORDER BY h.last_claim
             """).rows([now]) { ($0.int(0), $0.string(1), $0.int(2)) }
         let open: [(id: Int, name: String, room: Int)] = hostRows.compactMap { row in

@@ -6,18 +6,23 @@ public enum RescheduleResult: Sendable, Equatable {
 }
 
 extension JobQueue {
-    /// Renews the leases of jobs still held; returns the ids whose lease was lost.
+    /// Renews the leases of jobs still held; returns the ids whose lease was lost (an expired
+    /// lease is never renewed, even before another claimer took the job back).
     public func renew(_ leases: [(jobID: Int, token: String)], leaseMilliseconds: Int) throws -> [Int] {
+        try renew(leases.map { JobLeaseID(jobID: $0.jobID, token: $0.token) }, now: clock(), leaseMilliseconds: leaseMilliseconds)
+            .map(\.jobID)
+    }
+
+    func renew(_ leases: [JobLeaseID], now: Int, leaseMilliseconds: Int) throws -> [JobLeaseID] {
         guard !leases.isEmpty else { return [] }
-        let now = clock()
         return try database.transaction(.write) {
             let statement = try database.statement("""
-                UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND lease_token = ? AND state = 'running'
+                UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND lease_token = ? AND state = 'running' AND lease_expires_at > ?
                 """)
-            var lost: [Int] = []
+            var lost: [JobLeaseID] = []
             for lease in leases {
-                try statement.run([now + leaseMilliseconds, lease.jobID, lease.token])
-                if database.changes == 0 { lost.append(lease.jobID) }
+                try statement.run([now + leaseMilliseconds, lease.jobID, lease.token, now])
+                if database.changes == 0 { lost.append(lease) }
             }
             return lost
         }
@@ -51,38 +56,6 @@ extension JobQueue {
                 """, status, bytes, bytes, now, now, jobID, token)
             guard database.changes == 1 else { throw StaleLeaseError(jobID: jobID) }
             try closeAttempt(jobID: jobID, token: token, now: now, status: status, error: nil, bytes: bytes)
-        }
-    }
-
-    /// One finished job for `completeAll`.
-    public struct Completion: Sendable {
-        public var jobID: Int
-        public var token: String
-        public var status: Int
-        public var bytes: Int
-
-        public init(jobID: Int, token: String, status: Int, bytes: Int) {
-            self.jobID = jobID
-            self.token = token
-            self.status = status
-            self.bytes = bytes
-        }
-    }
-
-    /// Marks many jobs done in one transaction; returns the ids whose lease was no longer held
-    /// (those are left as they are).
-    public func completeAll(_ completions: [Completion]) throws -> [Int] {
-        guard !completions.isEmpty else { return [] }
-        return try database.transaction(.write) {
-            var stale: [Int] = []
-            for completion in completions {
-                do {
-                    try complete(jobID: completion.jobID, token: completion.token, status: completion.status, bytes: completion.bytes)
-                } catch is StaleLeaseError {
-                    stale.append(completion.jobID)
-                }
-            }
-            return stale
         }
     }
 

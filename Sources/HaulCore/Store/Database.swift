@@ -85,7 +85,7 @@ public final class Database {
             }
             // Reading the schema is the first thing that touches the file's content: a file that
             // is not SQLite fails here, before anything is written to it.
-            let tables = try scalarInt("SELECT count(*) FROM sqlite_schema")
+            _ = try scalarInt("SELECT count(*) FROM sqlite_schema")
             // Pages stay at SQLite's 4 KiB: 16 KiB pages made bulk adds about a fifth faster, but
             // every job update (its triggers keep the counters) copies each page it touches into
             // the statement journal, and at 16 KiB that doubled the cost of claiming and
