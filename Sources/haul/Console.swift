@@ -80,5 +80,13 @@ enum Format {
         return "in \(seconds / 3600) h"
     }
 
+    /// "4.2 s", "3m05s", "2h10m".
+    static func duration(_ seconds: Double) -> String {
+        if seconds < 60 { return String(format: "%.1f s", seconds) }
+        let whole = Int(seconds)
+        if whole < 3600 { return "\(whole / 60)m\(String(format: "%02d", whole % 60))s" }
+        return "\(whole / 3600)h\(String(format: "%02d", (whole % 3600) / 60))m"
+    }
+
     static func nowMilliseconds() -> Int { Int(Date().timeIntervalSince1970 * 1000) }
 }

@@ -2,7 +2,8 @@ import Foundation
 import HaulCore
 import Synchronization
 
-/// Shows a run to a person or a script: a live status line on a terminal, plain lines when not,
+/// Shows a run to a person or a script: a live display on a terminal (`ProgressView` in a
+/// `LiveBlock`), plain lines when not,
 /// JSON lines with --json, and always a final summary. URLs are shown redacted.
 /// Called from several threads; output is serialised by a lock.
 final class RunReporter: Sendable {
@@ -10,9 +11,8 @@ final class RunReporter: Sendable {
 
     let mode: Mode
     private struct State {
-        var lineShown = false
-        var lastDone = 0
-        var rateStart: (Date, Int)? = nil
+        var block = LiveBlock()
+        var view = ProgressView()
         /// Set when a reader went away (EPIPE): nothing more is written.
         var readerGone = false
         var onReaderGone: (@Sendable () -> Void)?
@@ -81,22 +81,15 @@ final class RunReporter: Sendable {
         if mode == .terminal { aboveStatusLine(text) } else if mode != .json { write(text + "\n", to: STDERR_FILENO) }
     }
 
-    /// Redraws the one live status line (terminal mode only).
-    func showProgress(_ stats: EngineStats) {
+    /// Redraws the live display (terminal mode only): it fits the terminal's width, asked anew
+    /// each time, so it follows a resize at the next redraw.
+    func showProgress(_ stats: EngineStats, at time: Double = Date().timeIntervalSince1970) {
         guard mode == .terminal else { return }
-        let total = stats.queueCounts.values.reduce(0, +)
-        let finished = (stats.queueCounts[.done] ?? 0) + (stats.queueCounts[.failed] ?? 0) + (stats.queueCounts[.cancelled] ?? 0)
-        let elapsed = max(Date().timeIntervalSince(stats.started), 0.001)
-        let rate = Double(stats.bytesThisRun) / elapsed
-        let jobRate = Double(stats.done + stats.failed) / elapsed
-        var eta = "?"
-        if jobRate > 0 && total > finished {
-            eta = Self.duration(Double(total - finished) / jobRate)
-        }
-        let line = "[\(finished)/\(total)] \(Format.bytes(Int(stats.bytesThisRun))) at \(Format.bytes(Int(rate)))/s, ETA \(eta), active \(stats.active), waiting to retry \(stats.waitingForRetry)"
+        let size = Terminal.size(of: STDERR_FILENO)
         state.withLock { state in
-            state.lineShown = true
-            Self.writeRaw("\r\u{1B}[K" + line, to: STDERR_FILENO, &state)
+            let lines = state.view.lines(stats, at: time, size: size)
+            let text = state.block.draw(lines, columns: size.columns)
+            Self.writeRaw(text, to: STDERR_FILENO, &state)
         }
     }
 
@@ -116,7 +109,7 @@ final class RunReporter: Sendable {
         }
         let rate = summary.elapsed > 0 ? Double(summary.bytes) / summary.elapsed : 0
         var text = "\(summary.interrupted ? "stopped" : "finished"): \(summary.done) done, \(summary.failed) failed, \(summary.retriesScheduled) retries; "
-        text += "\(Format.bytes(Int(summary.bytes))) in \(Self.duration(summary.elapsed)) (\(Format.bytes(Int(rate)))/s)\n"
+        text += "\(Format.bytes(Int(summary.bytes))) in \(Format.duration(summary.elapsed)) (\(Format.bytes(Int(rate)))/s)\n"
         let counts = JobState.allCases.map { "\($0.rawValue) \(summary.finalCounts[$0] ?? 0)" }.joined(separator: ", ")
         text += "queue: \(counts)\n"
         for failure in summary.failuresByReason.prefix(10) {
@@ -126,17 +119,18 @@ final class RunReporter: Sendable {
     }
 
     private func aboveStatusLine(_ text: String) {
+        let columns = Terminal.size(of: STDERR_FILENO).columns
         state.withLock { state in
-            let prefix = state.lineShown ? "\r\u{1B}[K" : ""
-            state.lineShown = false
-            Self.writeRaw(prefix + text + "\n", to: STDERR_FILENO, &state)
+            let output = state.block.print(Terminal.printable(text), columns: columns)
+            Self.writeRaw(output, to: STDERR_FILENO, &state)
         }
     }
 
     private func clearStatusLine() {
+        let columns = Terminal.size(of: STDERR_FILENO).columns
         state.withLock { state in
-            if state.lineShown { Self.writeRaw("\r\u{1B}[K", to: STDERR_FILENO, &state) }
-            state.lineShown = false
+            let output = state.block.erase(columns: columns)
+            if !output.isEmpty { Self.writeRaw(output, to: STDERR_FILENO, &state) }
         }
     }
 
@@ -152,12 +146,5 @@ final class RunReporter: Sendable {
             state.readerGone = true
             if let handler = state.onReaderGone { DispatchQueue.global().async { handler() } }
         }
-    }
-
-    static func duration(_ seconds: Double) -> String {
-        if seconds < 60 { return String(format: "%.1f s", seconds) }
-        let whole = Int(seconds)
-        if whole < 3600 { return "\(whole / 60)m\(String(format: "%02d", whole % 60))s" }
-        return "\(whole / 3600)h\(String(format: "%02d", (whole % 3600) / 60))m"
     }
 }

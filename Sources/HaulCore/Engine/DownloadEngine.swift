@@ -80,6 +80,10 @@ private final class Runner: @unchecked Sendable {
     private var missingProfiles = Set<Int>()
     private var queueCounts: [JobState: Int] = [:]
     private var waitingForRetry = 0
+    /// The queue's last count of bytes still to come, and this run's bytes when it was taken.
+    private var pendingBytes: Int64 = 0
+    private var pendingUnknownSize = 0
+    private var bytesAtCount: Int64 = 0
     private var lastCounts = 0
     private var timer: DispatchSourceTimer?
     private var continuation: CheckedContinuation<RunSummary, any Error>?
@@ -139,14 +143,30 @@ private final class Runner: @unchecked Sendable {
                 stats.queueCounts = self.queueCounts
                 stats.waitingForRetry = self.waitingForRetry
                 for (token, attempt) in self.attempts where self.handles[token] != nil {
-                    stats.bytesThisRun += max(0, attempt.snapshot.bytesOnDisk - attempt.resumeOffset)
+                    let snapshot = attempt.snapshot
+                    stats.bytesThisRun += max(0, snapshot.bytesOnDisk - attempt.resumeOffset)
+                    if let lease = self.leases[token] {
+                        stats.transfers.append(TransferStats(jobID: lease.jobID, destination: lease.job.destination,
+                                                             bytesOnDisk: snapshot.bytesOnDisk, expectedTotal: snapshot.expectedTotal))
+                    }
                 }
+                stats.pendingBytes = max(0, self.pendingBytes - (stats.bytesThisRun - self.bytesAtCount))
+                stats.pendingUnknownSize = self.pendingUnknownSize
                 continuation.resume(returning: stats)
             }
         }
     }
 
     private static func now() -> Int { Int(Date().timeIntervalSince1970 * 1000) }
+
+    /// Bytes received in this run so far, the transfers in flight included.
+    private func bytesThisRun() -> Int64 {
+        var bytes = core.stats.bytesThisRun
+        for (token, attempt) in attempts where handles[token] != nil {
+            bytes += max(0, attempt.snapshot.bytesOnDisk - attempt.resumeOffset)
+        }
+        return bytes
+    }
 
     /// Hands `event` to the core and performs what it asks, then whatever that brings about.
     private func process(_ event: EngineCore.Event) {
@@ -346,6 +366,9 @@ private final class Runner: @unchecked Sendable {
                     if let status = answer.status {
                         self.queueCounts = status.counts
                         self.waitingForRetry = status.waitingForRetry
+                        self.pendingBytes = Int64(status.pendingBytes)
+                        self.pendingUnknownSize = status.pendingUnknownSize
+                        self.bytesAtCount = self.bytesThisRun()
                     }
                     self.process(.exchanged(answer.result))
                 case .failure(let error):

@@ -442,6 +442,7 @@ struct EngineCore {
         case (.done(_, _, _, let bytes), _):
             stats.done += 1
             stats.bytesThisRun += Int64(bytes) - item.resumedFrom
+            stats.doneBytes += Int64(bytes)
             actions.append(.report(.finished(jobID: job.id, url: job.url, destination: job.destination, bytes: Int64(bytes))))
         case (.fail(_, _, _, let reason), _):
             failed(job, reason: reason, into: &actions)

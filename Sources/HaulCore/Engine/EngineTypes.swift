@@ -40,10 +40,28 @@ public struct EngineStats: Sendable {
     public var retriesScheduled = 0
     /// Bytes received in this run (resumed bytes already on disk are not counted).
     public var bytesThisRun: Int64 = 0
+    /// The whole sizes of the files done in this run.
+    public var doneBytes: Int64 = 0
     /// Known totals of the whole queue, refreshed once a second.
     public var queueCounts: [JobState: Int] = [:]
     public var waitingForRetry = 0
     public var started = Date()
+    /// Bytes still to come for the queue's unfinished jobs of known size (the queue's last count,
+    /// less what arrived since), and how many unfinished jobs have no known size yet.
+    public var pendingBytes: Int64 = 0
+    public var pendingUnknownSize = 0
+    /// This process's transfers in flight.
+    public var transfers: [TransferStats] = []
+}
+
+/// One transfer in flight, for a progress display.
+public struct TransferStats: Sendable, Equatable {
+    public var jobID: Int
+    public var destination: String
+    /// Bytes in its temp file, resumed ones included.
+    public var bytesOnDisk: Int64
+    /// Its whole size, once the response told it.
+    public var expectedTotal: Int64?
 }
 
 /// What a finished run did.

@@ -5,6 +5,11 @@ public struct QueueStatus: Sendable, Equatable {
     public var receivedBytes: Int
     /// Jobs whose size is not yet known (not counted in `expectedBytes`).
     public var unknownSize: Int
+    /// Bytes still to come for the jobs not yet ended (queued or running) whose size is known,
+    /// as the queue last recorded them (a running transfer's progress is written about once a
+    /// second), and how many of those jobs have no known size.
+    public var pendingBytes = 0
+    public var pendingUnknownSize = 0
     /// Queued jobs whose next attempt lies in the future.
     public var waitingForRetry: Int
     /// When the soonest of those is due (Unix ms).

@@ -158,6 +158,10 @@ extension JobQueue {
                     status.receivedBytes += row.3
                     status.unknownSize += row.4
                 }
+                if state == .queued || state == .running {
+                    status.pendingBytes += max(0, row.2 - row.3)
+                    status.pendingUnknownSize += row.4
+                }
             }
             if let (count, next) = try database.firstRow(
                 """
