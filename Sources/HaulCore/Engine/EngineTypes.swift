@@ -52,6 +52,8 @@ public struct EngineStats: Sendable {
     public var pendingUnknownSize = 0
     /// This process's transfers in flight.
     public var transfers: [TransferStats] = []
+
+    public init() {}
 }
 
 /// One transfer in flight, for a progress display.
@@ -62,6 +64,13 @@ public struct TransferStats: Sendable, Equatable {
     public var bytesOnDisk: Int64
     /// Its whole size, once the response told it.
     public var expectedTotal: Int64?
+
+    public init(jobID: Int, destination: String, bytesOnDisk: Int64, expectedTotal: Int64?) {
+        self.jobID = jobID
+        self.destination = destination
+        self.bytesOnDisk = bytesOnDisk
+        self.expectedTotal = expectedTotal
+    }
 }
 
 /// What a finished run did.
