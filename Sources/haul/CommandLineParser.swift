@@ -5,6 +5,14 @@ struct CommandSpec {
         let value: String?           // value name, nil for a flag
         let help: String
         var repeatable = false
+        /// The value may be left out (`--watch`, `--watch 5`, `--watch=5`): the next argument is
+        /// taken as the value only when it is a number.
+        var optionalValue = false
+
+        /// "<seconds>", or "[<seconds>]" when it may be left out.
+        var valueLabel: String? {
+            value.map { optionalValue ? "[<\($0.lowercased())>]" : "<\($0.lowercased())>" }
+        }
     }
 
     let name: String
@@ -21,7 +29,7 @@ struct CommandSpec {
 
     var usage: String {
         let flags = options.map { option in
-            "[\(option.names.last!)\(option.value.map { " \($0)" } ?? "")]"
+            "[\(option.names.last!)\(option.value.map { option.optionalValue ? " [\($0)]" : " \($0)" } ?? "")]"
         }.joined(separator: " ")
         return "haul \(name) \(flags) [--db PATH] \(arguments)".replacingOccurrences(of: "  ", with: " ")
             .trimmingCharacters(in: .whitespaces)
@@ -32,7 +40,7 @@ struct CommandSpec {
         if !discussion.isEmpty { text += "\n\(discussion)\n" }
         text += "\nOPTIONS:\n"
         for option in allOptions {
-            let label = option.names.joined(separator: ", ") + (option.value.map { " <\($0.lowercased())>" } ?? "")
+            let label = option.names.joined(separator: ", ") + (option.valueLabel.map { " " + $0 } ?? "")
             let padded = label.count < 26 ? label + String(repeating: " ", count: 26 - label.count) : label + "\n" + String(repeating: " ", count: 28)
             text += "  \(padded)\(option.help)\n"
         }
@@ -90,6 +98,13 @@ enum CommandLineParser {
                 let value: String
                 if let inlineValue {
                     value = inlineValue
+                } else if option.optionalValue {
+                    if index < arguments.count, Double(arguments[index]) != nil {
+                        value = arguments[index]
+                        index += 1
+                    } else {
+                        value = ""
+                    }
                 } else {
                     guard index < arguments.count else {
                         throw UsageError(message: "missing value for '\(name) <\(option.value!.lowercased())>'", spec: spec)

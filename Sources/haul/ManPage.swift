@@ -36,7 +36,7 @@ enum ManPage {
             for option in spec.allOptions {
                 page.append(".TP")
                 let names = option.names.map { "\\fB\(escape($0))\\fR" }.joined(separator: ", ")
-                page.append(names + (option.value.map { " \\fI\(escape($0))\\fR" } ?? ""))
+                page.append(names + (option.value.map { option.optionalValue ? " [\\fI\(escape($0))\\fR]" : " \\fI\(escape($0))\\fR" } ?? ""))
                 page.append(escape(option.help))
             }
         }

@@ -4,8 +4,9 @@ import Foundation
 ///
 /// Guarantees: `size` is asked of the terminal each time (so a resize is seen at the next
 /// redraw) and falls back to `$COLUMNS`/`$LINES`, then 80×24; `fit` never returns text wider
-/// than it was given, counting East Asian wide characters as two columns and never splitting a
-/// character; `printable` leaves no control character (a file name cannot move the cursor).
+/// than it was given, counting East Asian wide characters as two columns and escape sequences
+/// as none, and never splits a character or an escape sequence; `printable` leaves no control
+/// character (a file name cannot move the cursor).
 enum Terminal {
     struct Size: Equatable {
         var columns: Int
@@ -22,24 +23,44 @@ enum Terminal {
                     rows: environment["LINES"].flatMap(Int.init).flatMap { $0 > 0 ? $0 : nil } ?? 24)
     }
 
-    /// Columns `text` takes on a terminal.
+    /// Columns `text` takes on a terminal (its SGR escape sequences, such as bold, take none).
     static func width(_ text: String) -> Int {
-        text.unicodeScalars.reduce(0) { $0 + width(of: $1) }
+        var columns = 0
+        var inEscape = false
+        for scalar in text.unicodeScalars {
+            if inEscape {
+                if scalar.properties.isAlphabetic && scalar != "[" { inEscape = false }
+            } else if scalar == "\u{1B}" {
+                inEscape = true
+            } else {
+                columns += width(of: scalar)
+            }
+        }
+        return columns
     }
 
-    /// `text` cut to at most `columns` columns, ending in "…" when cut.
+    /// `text` cut to at most `columns` columns, ending in "…" when cut (and, when it holds
+    /// escape sequences, in a reset, so that a cut bold part does not run on).
     static func fit(_ text: String, _ columns: Int) -> String {
         guard columns > 0 else { return "" }
         guard width(text) > columns else { return text }
         var result = ""
         var used = 0
+        var inEscape = false
+        var styled = false
         for character in text {
+            if inEscape || character == "\u{1B}" {
+                result.append(character)
+                styled = true
+                inEscape = character == "\u{1B}" || !(character.isLetter && character != "[")
+                continue
+            }
             let columnsOfIt = character.unicodeScalars.reduce(0) { $0 + width(of: $1) }
             if used + columnsOfIt > columns - 1 { break }
             result.append(character)
             used += columnsOfIt
         }
-        return result + "…"
+        return result + "…" + (styled ? "\u{1B}[0m" : "")
     }
 
     /// `text` with control characters (newlines, escapes, tabs) shown as "?".
