@@ -101,6 +101,7 @@ final class RunReporter: Sendable {
                 ("done", .int(summary.done)), ("failed", .int(summary.failed)), ("retries", .int(summary.retriesScheduled)),
                 ("bytes", .int(Int(summary.bytes))), ("elapsed_ms", .int(Int(summary.elapsed * 1000))),
                 ("interrupted", .bool(summary.interrupted)),
+                ("failed_earlier", .int(summary.failedEarlier)),
                 ("average_transfers", .number(summary.averageTransfers)),
                 ("counts", .object(JobState.allCases.map { ($0.rawValue, .int(summary.finalCounts[$0] ?? 0)) })),
                 ("failures", .array(summary.failuresByReason.map { .object([("reason", .string(HTTPURL.redact($0.reason))), ("count", .int($0.count))]) })),
@@ -114,6 +115,10 @@ final class RunReporter: Sendable {
         text += "queue: \(counts)\n"
         for failure in summary.failuresByReason.prefix(10) {
             text += "  \(failure.count) × \(HTTPURL.redact(failure.reason))\n"
+        }
+        if summary.failedEarlier > 0 {
+            let jobs = summary.failedEarlier == 1 ? "1 job" : "\(summary.failedEarlier) jobs"
+            text += "note: \(jobs) in the queue failed, not in this run (`haul list --state failed` lists them, `haul retry --failed` queues them again)\n"
         }
         write(text, to: STDOUT_FILENO)
     }

@@ -102,4 +102,26 @@ final class RunOutputTests: XCTestCase {
         XCTAssertFalse(result.stdoutText.contains(Self.secret), result.stdoutText)
         XCTAssertFalse(result.stderrText.contains(Self.secret), result.stderrText)
     }
+
+    /// The exit status follows the jobs this run worked on: a job failed by an earlier run is
+    /// noted in the summary, and does not make a later, successful run exit 1.
+    func testExitStatusCountsOnlyTheJobsThisRunWorkedOn() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        server.route("/a.bin", FaultServer.file(runTestData(1_000, seed: 1)))
+        server.route("/b.bin", FaultServer.file(runTestData(1_000, seed: 2)))
+        try h.add([server.url("/gone.bin").absoluteString, server.url("/a.bin").absoluteString])
+        let first = try h.run(["run"])
+        XCTAssertEqual(first.status, 1, "this run failed a job: \(first.stdoutText)")
+        XCTAssertFalse(first.stdoutText.contains("note:"), first.stdoutText)
+
+        try h.add([server.url("/b.bin").absoluteString])
+        let second = try h.run(["run"])
+        XCTAssertEqual(second.status, 0, "every job this run worked on ended done: \(second.stdoutText)")
+        XCTAssertTrue(second.stdoutText.contains("note: 1 job in the queue failed, not in this run"), second.stdoutText)
+        let json = try h.run(["run", "--json"])
+        XCTAssertEqual(json.status, 0)
+        XCTAssertEqual(runTestJSON(json.stdoutLines.last ?? "")?["failed_earlier"] as? Int, 1, json.stdoutText)
+    }
 }

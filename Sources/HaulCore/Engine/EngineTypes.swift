@@ -88,4 +88,7 @@ public struct RunSummary: Sendable {
     public var interrupted = false
     /// Transfers running at once, averaged over the run.
     public var averageTransfers = 0.0
+
+    /// Failed jobs in the queue at the end that this run did not fail (earlier runs did).
+    public var failedEarlier: Int { max(0, (finalCounts[.failed] ?? 0) - failed) }
 }

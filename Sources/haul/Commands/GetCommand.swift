@@ -10,7 +10,9 @@ enum GetCommand: Command {
         discussion: """
             The same as `haul add` followed by `haul run`. Rejected input lines are reported and
             skipped; the valid ones are downloaded. With no URLs and no -i, it resumes the queue.
-            Exit status: 0 when nothing was rejected and no job failed, 1 otherwise.
+            Exit status: 0 when nothing was rejected and every job this run worked on ended done, 1
+            otherwise (jobs that failed in earlier runs are noted, not counted); 130/143 when
+            interrupted.
             """)
 
     static func run(_ arguments: ParsedArguments) throws -> Int32 {

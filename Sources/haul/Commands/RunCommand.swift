@@ -25,7 +25,9 @@ enum RunCommand: Command {
             file beside the destination and moved into place only once complete and verified.
             Interrupted transfers resume where they stopped (Range + If-Range). Ctrl-C stops
             cleanly (jobs go back to the queue; press it again to quit at once).
-            Exit status: 0 when no job failed, 1 when some did, 130/143 when interrupted.
+            Exit status: 0 when every job this run worked on ended done, 1 when any of them failed,
+            130/143 when interrupted. Jobs that failed in earlier runs do not change it: the
+            summary notes them (`haul retry --failed` queues them again).
             """)
 
     static func run(_ arguments: ParsedArguments) throws -> Int32 {
@@ -117,7 +119,7 @@ enum RunCommand: Command {
         reporter.finish(summary)
         if reporter.readerWasGone { Console.readerGone() }  // after a clean stop: jobs handed back
         if summary.interrupted { return signals.exitCode }
-        return (summary.finalCounts[.failed] ?? 0) == 0 ? 0 : 1
+        return summary.failed == 0 ? 0 : 1
     }
 }
 
