@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 #include "CFileSync.h"
@@ -18,4 +19,8 @@ long long haul_filesystem_type(int fd) {
     struct statfs info;
     if (fstatfs(fd, &info) != 0) return -1;
     return (long long)info.f_type;
+}
+
+int haul_rename_noreplace(const char *from, const char *to) {
+    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
 }

@@ -44,6 +44,8 @@ final class RunReporter: Sendable {
         case .started: return nil
         case .finished(let id, let url, let destination, let bytes):
             return verbose ? "done    #\(id) \(HTTPURL.redact(url)) → \(destination) (\(bytes) bytes)" : nil
+        case .kept(let id, let url, let destination, _):
+            return verbose ? "kept    #\(id) \(HTTPURL.redact(url)): \(destination) was already there; kept it, not downloaded (--if-exists replace or rename to fetch)" : nil
         case .retryScheduled(let id, let url, let attempt, let delay, let reason):
             return verbose ? "retry   #\(id) \(HTTPURL.redact(url)) in \(String(format: "%.1f", delay)) s after attempt \(attempt): \(HTTPURL.redact(reason))" : nil
         case .failed(let id, let url, let reason):
@@ -62,6 +64,9 @@ final class RunReporter: Sendable {
             object = .object([("event", .string("started")), ("id", .int(id)), ("url", .string(HTTPURL.redact(url))), ("resume_from", .int(Int(from)))])
         case .finished(let id, let url, let destination, let bytes):
             object = .object([("event", .string("done")), ("id", .int(id)), ("url", .string(HTTPURL.redact(url))),
+                              ("destination", .string(destination)), ("bytes", .int(Int(bytes)))])
+        case .kept(let id, let url, let destination, let bytes):
+            object = .object([("event", .string("kept")), ("id", .int(id)), ("url", .string(HTTPURL.redact(url))),
                               ("destination", .string(destination)), ("bytes", .int(Int(bytes)))])
         case .retryScheduled(let id, let url, let attempt, let delay, let reason):
             object = .object([("event", .string("retry")), ("id", .int(id)), ("url", .string(HTTPURL.redact(url))),
@@ -98,7 +103,7 @@ final class RunReporter: Sendable {
         if mode == .json {
             write(JSON.object([
                 ("event", .string("summary")),
-                ("done", .int(summary.done)), ("failed", .int(summary.failed)), ("retries", .int(summary.retriesScheduled)),
+                ("done", .int(summary.done)), ("kept", .int(summary.kept)), ("failed", .int(summary.failed)), ("retries", .int(summary.retriesScheduled)),
                 ("bytes", .int(Int(summary.bytes))), ("elapsed_ms", .int(Int(summary.elapsed * 1000))),
                 ("interrupted", .bool(summary.interrupted)),
                 ("failed_earlier", .int(summary.failedEarlier)),
@@ -109,7 +114,8 @@ final class RunReporter: Sendable {
             return
         }
         let rate = summary.elapsed > 0 ? Double(summary.bytes) / summary.elapsed : 0
-        var text = "\(summary.interrupted ? "stopped" : "finished"): \(summary.done) done, \(summary.failed) failed, \(summary.retriesScheduled) retries; "
+        let kept = summary.kept > 0 ? " (\(summary.kept) kept: already there)" : ""
+        var text = "\(summary.interrupted ? "stopped" : "finished"): \(summary.done) done\(kept), \(summary.failed) failed, \(summary.retriesScheduled) retries; "
         text += "\(Format.bytes(Int(summary.bytes))) in \(Format.duration(summary.elapsed)) (\(Format.bytes(Int(rate)))/s)\n"
         let counts = JobState.allCases.map { "\($0.rawValue) \(summary.finalCounts[$0] ?? 0)" }.joined(separator: ", ")
         text += "queue: \(counts)\n"

@@ -7,6 +7,9 @@ import XCTest
 final class EngineCoreTests: XCTestCase {
     /// A core with a hand-moved clock, and what it asked for so far.
     fileprivate struct Harness {
+        /// What placement says of a file it placed, in these tests.
+        static let placed = PlacedFile(path: nil, identity: FileIdentity(size: 10, modified: 1, changed: 1, inode: 2))
+        static let placedFile = Placement.Result.placed(placed)
         var core: EngineCore
         var now = 1_000_000
         var actions: [EngineCore.Action] = []
@@ -106,9 +109,9 @@ final class EngineCoreTests: XCTestCase {
         }
         XCTAssertEqual(tokens, ["t1"])
         // While an exchange is in flight, outcomes wait for it; answer whatever is in flight first.
-        var afterPlaced = harness.send(.placed(["t1": String?.none]))
+        var afterPlaced = harness.send(.placed(["t1": Harness.placedFile]))
         if Harness.exchange(in: afterPlaced) == nil { afterPlaced = harness.send(.exchanged(ExchangeResult())) }
-        XCTAssertEqual(Harness.exchange(in: afterPlaced)?.outcomes, [.done(jobID: 1, token: "t1", status: 200, bytes: 10)])
+        XCTAssertEqual(Harness.exchange(in: afterPlaced)?.outcomes, [.done(jobID: 1, token: "t1", status: 200, bytes: 10, placed: Harness.placed)])
     }
 
     func testAFileThatCannotBePlacedIsRetriedNotDone() {
@@ -116,7 +119,7 @@ final class EngineCoreTests: XCTestCase {
         _ = started(&harness, jobs: [Self.lease(1)], slots: [Self.slot(0)])
         harness.send(.prepared(token: "t1", forget: nil))
         harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
-        var out = harness.send(.placed(["t1": String?.some("disk full")]))
+        var out = harness.send(.placed(["t1": Placement.Result.failed("disk full")]))
         if Harness.exchange(in: out) == nil { out = harness.send(.exchanged(ExchangeResult())) }
         guard case .retry(let id, _, _, _, let error, _)? = Harness.exchange(in: out)?.outcomes.first else {
             return XCTFail("a retry is sent: \(out)")
@@ -203,7 +206,7 @@ final class EngineCoreTests: XCTestCase {
         harness.send(.exchanged(contended))
         let ended = harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 1), resumedFrom: 0))
         XCTAssertTrue(Harness.prepared(in: ended).isEmpty, "the freed slot is not reused")
-        let next = ended + harness.send(.placed(["t1": String?.none])) + harness.settle()
+        let next = ended + harness.send(.placed(["t1": Harness.placedFile])) + harness.settle()
         let released = next.compactMap { action -> [SlotLease]? in
             if case .exchange(let request, _) = action { return request.releaseSlots } else { return nil }
         }.flatMap { $0 }
@@ -228,7 +231,7 @@ final class EngineCoreTests: XCTestCase {
         _ = started(&harness, jobs: [Self.lease(1)], slots: [Self.slot(0)])
         harness.send(.prepared(token: "t1", forget: nil))
         harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
-        harness.send(.placed(["t1": String?.none]))
+        harness.send(.placed(["t1": Harness.placedFile]))
         var finished = false
         for _ in 0..<20 where !finished {
             let next = harness.settle(queueEmpty: true) + { harness.now += 50; return harness.send(.tick) }()

@@ -19,7 +19,7 @@ final class VerifiedFileTests: XCTestCase {
         XCTAssertEqual(VerifiedFile.makeDurable(files).map { $0?.message }, [nil, nil, nil])
         for file in files {
             XCTAssertFalse(FileManager.default.fileExists(atPath: file.temp.destination), "nothing placed before place()")
-            try file.place()
+            _ = try file.place()
             file.close()
             XCTAssertFalse(FileManager.default.fileExists(atPath: file.temp.path))
         }

@@ -444,7 +444,8 @@ final class CLITests: XCTestCase {
         for command in knownCommands + ["run", "get", "completions"] {
             XCTAssertTrue(bash.stdoutText.contains(" \(command)"), command)
             let help = try haul([command, "--help"]).stdoutText
-            for option in help.split(separator: "\n").compactMap({ $0.split(separator: " ").first(where: { $0.hasPrefix("--") }) }) {
+            let optionLines = help.components(separatedBy: "OPTIONS:").last?.split(separator: "\n") ?? []
+            for option in optionLines.compactMap({ $0.split(separator: " ").first(where: { $0.hasPrefix("--") }) }) {
                 let name = option.trimmingCharacters(in: CharacterSet(charactersIn: ","))
                 XCTAssertTrue(bash.stdoutText.contains(name), "\(command) \(name) missing from the bash completions")
             }

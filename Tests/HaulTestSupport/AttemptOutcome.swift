@@ -41,7 +41,7 @@ public struct AttemptOutcome {
             if let problem = VerifiedFile.makeDurable([file])[0] {
                 return .failed(.disk(problem.message), status: file.status)
             }
-            do { try file.place() } catch {
+            do { _ = try file.place() } catch {
                 return .failed(.disk(String(describing: error)), status: file.status)
             }
             TempFile.syncFolder(of: file.temp.destination)

@@ -20,4 +20,9 @@ int haul_start_writeback(int fd, long long offset, long long length);
 /// or -1 with errno set.
 long long haul_filesystem_type(int fd);
 
+/// renameat2(2) with RENAME_NOREPLACE: renames `from` to `to` only when `to` does not exist,
+/// atomically. Returns 0, or -1 with errno set: EEXIST when `to` exists, EINVAL when the file
+/// system cannot do it.
+int haul_rename_noreplace(const char *from, const char *to);
+
 #endif

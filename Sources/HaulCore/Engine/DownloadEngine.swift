@@ -74,7 +74,9 @@ private final class Runner: @unchecked Sendable {
     private var leases: [String: Lease] = [:]
     private var attempts: [String: DownloadAttempt] = [:]
     private var handles: [String: FetchHandle] = [:]
-    private var files: [String: VerifiedFile] = [:]
+    private var files: [String: (file: VerifiedFile, mode: Placement.Mode)] = [:]
+    /// How each prepared transfer's file goes into place (see `ExistingFile`).
+    private var modes: [String: Placement.Mode] = [:]
     /// Request profiles read so far, by id (few: one per `add` that gave options).
     private var profiles: [Int: RequestProfile] = [:]
     private var missingProfiles = Set<Int>()
@@ -183,7 +185,7 @@ private final class Runner: @unchecked Sendable {
     private func perform(_ action: EngineCore.Action, then events: inout [EngineCore.Event]) {
         switch action {
         case .prepare(let lease):
-            events.append(prepare(lease))
+            if let event = prepare(lease) { events.append(event) }
         case .fetch(let token):
             if let event = fetch(token) { events.append(event) }
         case .cancel(let token):
@@ -204,15 +206,15 @@ private final class Runner: @unchecked Sendable {
         case .place(let tokens):
             let batch = tokens.compactMap { token in files.removeValue(forKey: token).map { (token, $0) } }
             Self.fileQueue.async {
-                let problems = Placement.place(batch.map(\.1))
-                var results: [String: String?] = [:]
-                for ((token, _), problem) in zip(batch, problems) { results[token] = .some(problem) }
+                let placed = Placement.place(batch.map(\.1))
+                var results: [String: Placement.Result] = [:]
+                for ((token, _), result) in zip(batch, placed) { results[token] = result }
                 self.send(.placed(results))
             }
         case .removeTemp(let lease):
             TempFile(destination: lease.job.destination, jobID: lease.jobID).remove()
         case .drop(let token):
-            files.removeValue(forKey: token)?.close()
+            files.removeValue(forKey: token)?.file.close()
         case .report(let event):
             emit(event)
         case .wake(let at):
@@ -228,8 +230,9 @@ private final class Runner: @unchecked Sendable {
 
     // MARK: Transfers
 
-    /// Opens the temp file and decides how to resume.
-    private func prepare(_ lease: Lease) -> EngineCore.Event {
+    /// Looks at what is at the destination, opens the temp file and decides how to resume. Nil
+    /// when the answer comes later (a kept file's checksum is read off this queue).
+    private func prepare(_ lease: Lease) -> EngineCore.Event? {
         let job = lease.job
         let token = lease.token
         let temp = TempFile(destination: job.destination, jobID: job.id)
@@ -237,6 +240,36 @@ private final class Runner: @unchecked Sendable {
             try temp.checkNoNewLinks(since: job.createdAt)
         } catch {
             return .prepareFailed(token: token, .unsafeDestination(String(describing: error)))
+        }
+        let policy = options.ifExists ?? job.ifExists
+        var mode: Placement.Mode = switch policy {
+        case .skip: .keepExisting
+        case .replace: .replace
+        case .rename: .besideExisting
+        }
+        switch ExistingFile.examine(job.destination, placed: job.placed) {
+        case .nothing:
+            break
+        case .haulsOwn:
+            mode = .replace
+        case .usersFile(let size) where policy == .skip:
+            guard let expected = job.sha256 else { return .transferEnded(token: token, .kept(size: size), resumedFrom: 0) }
+            Self.fileQueue.async {
+                let event: EngineCore.Event
+                do {
+                    let actual = try ExistingFile.sha256(of: job.destination)
+                    event = actual == expected
+                        ? .transferEnded(token: token, .kept(size: size), resumedFrom: 0)
+                        : .prepareFailed(token: token, .refused(
+                            "the file already at \(job.destination) does not match the sha256 given (it has \(actual)); it was left alone: remove it, or add the URL with --if-exists replace"))
+                } catch {
+                    event = .prepareFailed(token: token, .disk(String(describing: error)))
+                }
+                self.send(event)
+            }
+            return nil
+        case .usersFile:
+            break
         }
         guard URL(string: job.url) != nil else {
             return .prepareFailed(token: token, .badRedirect("invalid URL: \(HTTPURL.redact(job.url))"))
@@ -254,6 +287,7 @@ private final class Runner: @unchecked Sendable {
                 })
             leases[token] = lease
             attempts[token] = attempt
+            modes[token] = mode
             emit(.started(jobID: job.id, url: job.url, resumeFrom: attempt.resumeOffset))
             // Starting over while the queue still holds an earlier partial file's validator:
             // forget it before any new byte is written. Otherwise a kill before the next progress
@@ -295,7 +329,7 @@ private final class Runner: @unchecked Sendable {
         let end: EngineCore.TransferEnd
         switch attempt.verify(result) {
         case .verified(let file):
-            files[token] = file
+            files[token] = (file, modes[token] ?? .keepExisting)
             end = .verified(status: file.status, bytes: file.bytes)
         case .failed(let failure, let status):
             end = .failed(failure, status: status, snapshot: attempt.snapshot)
@@ -307,6 +341,7 @@ private final class Runner: @unchecked Sendable {
 
     private func forget(_ token: String) {
         attempts[token] = nil
+        modes[token] = nil
         handles[token] = nil
         leases[token] = nil
     }
@@ -389,7 +424,7 @@ private final class Runner: @unchecked Sendable {
         aborted = true
         abortError = error
         for handle in handles.values { handle.cancel() }
-        for file in files.values { file.close() }
+        for (file, _) in files.values { file.close() }
         timer?.cancel()
         timer = nil
         continuation?.resume(throwing: error)

@@ -35,6 +35,8 @@ struct EngineCore {
     enum TransferEnd: Equatable {
         case verified(status: Int, bytes: Int64)
         case failed(DownloadAttempt.Failure, status: Int?, snapshot: DownloadAttempt.Snapshot?)
+        /// Nothing was fetched: the destination holds the user's file, which the job keeps.
+        case kept(size: Int64)
     }
 
     enum Event {
@@ -49,8 +51,8 @@ struct EngineCore {
         /// A big file's head was accepted: record its validator soon, for a resume after a crash.
         case headAccepted(token: String, Progress)
         case transferEnded(token: String, TransferEnd, resumedFrom: Int64)
-        /// Placement results by token: nil placed, else why not.
-        case placed([String: String?])
+        /// Placement results by token.
+        case placed([String: Placement.Result])
         case tick
         case stop
     }
@@ -227,13 +229,17 @@ struct EngineCore {
             guard let transfer = transfers[token] else { break }
             ended(token, transfer, end, resumedFrom: resumedFrom, now: now, into: &actions)
         case .placed(let results):
-            for (token, problem) in results {
+            for (token, result) in results {
                 guard let item = placing.removeValue(forKey: token) else { continue }
-                if let problem {
-                    let failure = DownloadAttempt.Failure.disk(problem)
-                    decide(failure, status: nil, snapshot: nil, item: item, now: now, into: &actions)
-                } else {
-                    queue(.done(jobID: item.lease.jobID, token: item.lease.token, status: item.status, bytes: Int(item.bytes)), item, now: now)
+                switch result {
+                case .failed(let problem):
+                    decide(.disk(problem), status: nil, snapshot: nil, item: item, now: now, into: &actions)
+                case .placed(let file):
+                    queue(.done(jobID: item.lease.jobID, token: item.lease.token, status: item.status, bytes: Int(item.bytes),
+                                placed: file), item, now: now)
+                case .kept(let size):
+                    // A file appeared at the destination during the download: it stays.
+                    queue(.kept(jobID: item.lease.jobID, token: item.lease.token, bytes: Int(size)), item, now: now)
                 }
             }
         case .tick:
@@ -287,6 +293,8 @@ struct EngineCore {
         case .failed(let failure, let status, let snapshot):
             if let snapshot { stats.bytesThisRun += max(0, snapshot.bytesOnDisk - resumedFrom) }
             decide(failure, status: status, snapshot: snapshot, item: item, now: now, into: &actions)
+        case .kept(let size):
+            queue(.kept(jobID: item.lease.jobID, token: item.lease.token, bytes: Int(size)), item, now: now)
         }
     }
 
@@ -439,11 +447,15 @@ struct EngineCore {
             return
         }
         switch (outcome, recorded) {
-        case (.done(_, _, _, let bytes), _):
+        case (.done(_, _, _, let bytes, let placed), _):
             stats.done += 1
             stats.bytesThisRun += Int64(bytes) - item.resumedFrom
             stats.doneBytes += Int64(bytes)
-            actions.append(.report(.finished(jobID: job.id, url: job.url, destination: job.destination, bytes: Int64(bytes))))
+            actions.append(.report(.finished(jobID: job.id, url: job.url, destination: placed?.path ?? job.destination, bytes: Int64(bytes))))
+        case (.kept(_, _, let bytes), _):
+            stats.done += 1
+            stats.kept += 1
+            actions.append(.report(.kept(jobID: job.id, url: job.url, destination: job.destination, bytes: Int64(bytes))))
         case (.fail(_, _, _, let reason), _):
             failed(job, reason: reason, into: &actions)
         case (.retry(_, _, _, _, let error, _), .gaveUp(let reason)):
@@ -481,6 +493,7 @@ struct EngineCore {
            forgetting.isEmpty, releasing.isEmpty, readyTotal == 0 || stopping, hosts.values.allSatisfy({ $0.free.isEmpty && $0.busy == 0 }) {
             finished = true
             summary.done = stats.done
+            summary.kept = stats.kept
             summary.failed = stats.failed
             summary.retriesScheduled = stats.retriesScheduled
             summary.bytes = stats.bytesThisRun

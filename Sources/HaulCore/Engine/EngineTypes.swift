@@ -10,6 +10,9 @@ public struct EngineOptions: Sendable {
     public var maxAttempts = 5
     /// Seconds without a body byte before an attempt is abandoned.
     public var stallTimeout: TimeInterval = 60
+    /// When set, what to do with files already at destinations for every job of this run,
+    /// whatever the job was added with. Nil: each job's own policy.
+    public var ifExists: ExistingFilePolicy?
     /// Seconds one attempt may take in all (nil: no limit).
     public var totalTimeout: TimeInterval?
     /// The longest Retry-After honoured, in seconds.
@@ -26,6 +29,8 @@ public struct EngineOptions: Sendable {
 public enum EngineEvent: Sendable {
     case started(jobID: Int, url: String, resumeFrom: Int64)
     case finished(jobID: Int, url: String, destination: String, bytes: Int64)
+    /// Done without a download: the file already at the destination (not haul's) was kept.
+    case kept(jobID: Int, url: String, destination: String, bytes: Int64)
     case retryScheduled(jobID: Int, url: String, attempt: Int, delay: TimeInterval, reason: String)
     case failed(jobID: Int, url: String, reason: String)
     case hostPaused(host: String, seconds: TimeInterval, reason: String)
@@ -35,7 +40,10 @@ public enum EngineEvent: Sendable {
 /// Live figures of a run, for a progress display.
 public struct EngineStats: Sendable {
     public var active = 0
+    /// Jobs done in this run, the kept ones included.
     public var done = 0
+    /// Jobs done by keeping the file already at their destination.
+    public var kept = 0
     public var failed = 0
     public var retriesScheduled = 0
     /// Bytes received in this run (resumed bytes already on disk are not counted).
@@ -75,7 +83,10 @@ public struct TransferStats: Sendable, Equatable {
 
 /// What a finished run did.
 public struct RunSummary: Sendable {
+    /// Jobs done in this run, the kept ones included.
     public var done = 0
+    /// Jobs done by keeping the file already at their destination.
+    public var kept = 0
     public var failed = 0
     public var retriesScheduled = 0
     public var bytes: Int64 = 0

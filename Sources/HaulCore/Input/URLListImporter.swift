@@ -24,11 +24,14 @@ public struct URLListImporter {
     public let maxAttempts: Int
     /// The request profile of every job added (`JobQueue.storeProfile`), or nil.
     public let profileID: Int?
+    /// What every job added does with a file already at its destination.
+    public let ifExists: ExistingFilePolicy
     /// Called for every rejected line with its number and reason, in line order.
     public let onRejection: (_ line: Int, _ reason: InputLine.Rejection, _ text: String?) -> Void
 
     public init(queue: JobQueue, resolver: DestinationResolver, batchSize: Int = 64_000,
                 maximumLineLength: Int = 16 * 1024, maxAttempts: Int = 5, profileID: Int? = nil,
+                ifExists: ExistingFilePolicy = .skip,
                 onRejection: @escaping (_ line: Int, _ reason: InputLine.Rejection, _ text: String?) -> Void) {
         self.queue = queue
         self.resolver = resolver
@@ -36,6 +39,7 @@ public struct URLListImporter {
         self.maximumLineLength = maximumLineLength
         self.maxAttempts = maxAttempts
         self.profileID = profileID
+        self.ifExists = ifExists
         self.onRejection = onRejection
     }
 
@@ -129,7 +133,7 @@ public struct URLListImporter {
 
     /// Writes one batch and reports its rejections, in line order.
     private func flush(_ batch: ParsedBatch, into summary: inout Summary) throws {
-        let outcomes = batch.jobs.isEmpty ? [] : try queue.add(batch.jobs, maxAttempts: maxAttempts, profileID: profileID)
+        let outcomes = batch.jobs.isEmpty ? [] : try queue.add(batch.jobs, maxAttempts: maxAttempts, profileID: profileID, ifExists: ifExists)
         var pending = batch.rejections[...]
         for (index, outcome) in outcomes.enumerated() {
             let number = batch.numbers[index]

@@ -26,6 +26,15 @@ public struct Job: Sendable, Equatable {
     public let finishedAt: Int?
     /// The request profile its add gave it (`JobQueue.profile(id:)`), or nil: defaults.
     public let profileID: Int?
+    /// What to do with a file already at the destination that haul did not place.
+    public let ifExists: ExistingFilePolicy
+    /// Done by keeping the file already at the destination (not downloaded).
+    public let kept: Bool
+    /// What haul placed for it, once done (nil: nothing, or placed by a haul that did not record it).
+    public let placed: PlacedFile?
+
+    /// What a kept job's attempt records, and what `show` says of it.
+    public static let keptNote = "kept the file already there"
 
     /// The URL with any credentials hidden, for display.
     public var redactedURL: String { HTTPURL.redact(url) }
@@ -33,7 +42,7 @@ public struct Job: Sendable, Equatable {
     /// A job as a store other than SQLite (or a test) makes it.
     init(id: Int, url: String, host: String, hostID: Int, destination: String, state: JobState = .running, attempts: Int = 1,
          maxAttempts: Int = 5, etag: String? = nil, lastModified: String? = nil, expectedBytes: Int? = nil,
-         createdAt: Int = 0, profileID: Int? = nil) {
+         createdAt: Int = 0, profileID: Int? = nil, ifExists: ExistingFilePolicy = .skip, placed: PlacedFile? = nil) {
         self.id = id
         self.url = url
         self.host = host
@@ -57,6 +66,9 @@ public struct Job: Sendable, Equatable {
         updatedAt = createdAt
         finishedAt = nil
         self.profileID = profileID
+        self.ifExists = ifExists
+        kept = false
+        self.placed = placed
     }
 }
 

@@ -3,8 +3,12 @@
 /// Guarantees: every case names the lease it ends; the queue records it only while that lease
 /// still holds the job, and reports it stale otherwise.
 public enum Outcome: Sendable, Equatable {
-    /// The file is in place and durable: the job is done.
-    case done(jobID: Int, token: String, status: Int, bytes: Int)
+    /// The file is in place and durable: the job is done. `placed`: where it went and what it
+    /// was, so that haul can tell it from a user's file later.
+    case done(jobID: Int, token: String, status: Int, bytes: Int, placed: PlacedFile? = nil)
+    /// The destination already held a file haul did not place, and the job's policy keeps it:
+    /// the job is done without a download (`bytes`: that file's size).
+    case kept(jobID: Int, token: String, bytes: Int)
     /// Try again at `at` (Unix ms), keeping what `progress` says of the partial file — or fail,
     /// when the job has used all its attempts.
     case retry(jobID: Int, token: String, at: Int, status: Int?, error: String, progress: Progress)
@@ -15,7 +19,8 @@ public enum Outcome: Sendable, Equatable {
 
     public var jobID: Int {
         switch self {
-        case .done(let id, _, _, _), .retry(let id, _, _, _, _, _), .fail(let id, _, _, _), .release(let id, _, _, _): return id
+        case .done(let id, _, _, _, _), .kept(let id, _, _), .retry(let id, _, _, _, _, _), .fail(let id, _, _, _),
+             .release(let id, _, _, _): return id
         }
     }
 }

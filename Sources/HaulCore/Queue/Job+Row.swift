@@ -9,7 +9,8 @@ extension Job {
         let t = table
         return "\(t)id, \(t)url, \(host), \(t)destination, \(t)state, \(t)attempts, \(t)max_attempts, \(t)next_attempt_at, "
             + "\(t)lease_token, \(t)lease_owner, \(t)lease_expires_at, \(t)last_status, \(t)last_error, \(t)expected_bytes, "
-            + "\(t)received_bytes, \(t)etag, \(t)last_modified, \(t)sha256, \(t)created_at, \(t)updated_at, \(t)finished_at, \(t)profile_id, \(t)host_id"
+            + "\(t)received_bytes, \(t)etag, \(t)last_modified, \(t)sha256, \(t)created_at, \(t)updated_at, \(t)finished_at, \(t)profile_id, \(t)host_id, "
+            + "\(t)if_exists, \(t)kept, \(t)placed_path, \(t)placed_size, \(t)placed_mtime, \(t)placed_inode, \(t)placed_ctime"
     }
 
     init(row: Row) {
@@ -36,5 +37,15 @@ extension Job {
         finishedAt = row.optionalInt(20)
         profileID = row.optionalInt(21)
         hostID = row.int(22)
+        ifExists = row.optionalString(23).flatMap(ExistingFilePolicy.init(rawValue:)) ?? .skip
+        kept = row.int(24) != 0
+        if let size = row.optionalInt(26), let modified = row.optionalInt(27), let inode = row.optionalInt(28),
+           let changed = row.optionalInt(29) {
+            placed = PlacedFile(path: row.optionalString(25),
+                                identity: FileIdentity(size: Int64(size), modified: Int64(modified), changed: Int64(changed),
+                                                       inode: UInt64(bitPattern: Int64(inode))))
+        } else {
+            placed = nil
+        }
     }
 }

@@ -40,14 +40,15 @@ extension JobQueue {
     /// job; a destination that another URL already holds is rejected with that job's id.
     /// Destinations stay unique because the check and the insert share one write transaction.
     /// New jobs get the request profile `profileID` (see `storeProfile`); jobs already queued
-    /// keep theirs.
-    public func add(_ lines: [InputLine], maxAttempts: Int = 5, profileID: Int? = nil) throws -> [AddOutcome] {
-        try add(JobBatch(lines), maxAttempts: maxAttempts, profileID: profileID)
+    /// keep theirs; so with `ifExists`.
+    public func add(_ lines: [InputLine], maxAttempts: Int = 5, profileID: Int? = nil,
+                    ifExists: ExistingFilePolicy = .skip) throws -> [AddOutcome] {
+        try add(JobBatch(lines), maxAttempts: maxAttempts, profileID: profileID, ifExists: ifExists)
     }
 
     /// `add(_:maxAttempts:profileID:)` for a compact batch: one outcome per entry, in order. New
     /// jobs get ids in line order.
-    func add(_ batch: JobBatch, maxAttempts: Int, profileID: Int? = nil) throws -> [AddOutcome] {
+    func add(_ batch: JobBatch, maxAttempts: Int, profileID: Int? = nil, ifExists: ExistingFilePolicy = .skip) throws -> [AddOutcome] {
         guard !batch.isEmpty else { return [] }
         let now = clock()
         return try database.transaction(.write) {
@@ -65,7 +66,7 @@ extension JobQueue {
             // A placeholder, overwritten below: every entry gets exactly one outcome.
             var outcomes = [AddOutcome](repeating: .added(jobID: 0), count: batch.count)
             let (inserts, repeats) = batch.partitionedByKey()
-            // The inserts cannot break the one CHECK constraint: `state` keeps its default.
+            // The inserts cannot break a CHECK constraint: `state` and `if_exists` keep their defaults.
             try database.withoutCheckConstraints {
                 var start = 0
                 while start < inserts.count {
@@ -106,6 +107,9 @@ extension JobQueue {
             if let profileID {
                 // Every job this transaction inserted has an id above the largest before it.
                 try database.run("UPDATE jobs SET profile_id = ? WHERE id > ?", profileID, largestBefore)
+            }
+            if ifExists != .skip {
+                try database.run("UPDATE jobs SET if_exists = ? WHERE id > ?", ifExists.rawValue, largestBefore)
             }
             // The counters that triggers keep for updates (see Migrations/0002_counters.sql).
             let added = addedPerHost.reduce(0, +)

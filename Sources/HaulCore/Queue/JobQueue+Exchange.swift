@@ -44,8 +44,11 @@ extension JobQueue {
     private func record(_ outcome: Outcome) throws -> OutcomeResult {
         do {
             switch outcome {
-            case .done(let jobID, let token, let status, let bytes):
-                try complete(jobID: jobID, token: token, status: status, bytes: bytes)
+            case .done(let jobID, let token, let status, let bytes, let placed):
+                try complete(jobID: jobID, token: token, status: status, bytes: bytes, placed: placed)
+                return .recorded
+            case .kept(let jobID, let token, let bytes):
+                try keep(jobID: jobID, token: token, bytes: bytes)
                 return .recorded
             case .retry(let jobID, let token, let at, let status, let error, let progress):
                 try recordProgress([progress])

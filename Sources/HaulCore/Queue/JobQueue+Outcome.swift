@@ -45,17 +45,38 @@ extension JobQueue {
     }
 
     /// Marks a job done. Throws `StaleLeaseError` when `token` no longer holds it.
-    public func complete(jobID: Int, token: String, status: Int, bytes: Int) throws {
+    public func complete(jobID: Int, token: String, status: Int, bytes: Int, placed: PlacedFile? = nil) throws {
         let now = clock()
         try database.transaction(.write) {
             try database.run("""
                 UPDATE jobs SET state = 'done', last_status = ?, last_error = NULL, received_bytes = ?,
                     expected_bytes = ?, finished_at = ?, updated_at = ?,
-                    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL
+                    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
+                    kept = 0, placed_path = ?, placed_size = ?, placed_mtime = ?, placed_inode = ?, placed_ctime = ?
                 WHERE id = ? AND lease_token = ? AND state = 'running'
-                """, status, bytes, bytes, now, now, jobID, token)
+                """, status, bytes, bytes, now, now, placed?.path, placed.map { Int($0.identity.size) },
+                placed.map { Int($0.identity.modified) }, placed.map { Int(Int64(bitPattern: $0.identity.inode)) },
+                placed.map { Int($0.identity.changed) }, jobID, token)
             guard database.changes == 1 else { throw StaleLeaseError(jobID: jobID) }
             try closeAttempt(jobID: jobID, token: token, now: now, status: status, error: nil, bytes: bytes)
+        }
+    }
+
+    /// Marks a job done by keeping the file the user already had at its destination (`bytes`
+    /// long): nothing of haul's is recorded as placed there. Throws `StaleLeaseError` when
+    /// `token` no longer holds it.
+    public func keep(jobID: Int, token: String, bytes: Int) throws {
+        let now = clock()
+        try database.transaction(.write) {
+            try database.run("""
+                UPDATE jobs SET state = 'done', last_status = NULL, last_error = NULL, received_bytes = ?,
+                    expected_bytes = ?, finished_at = ?, updated_at = ?,
+                    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
+                    kept = 1, placed_path = NULL, placed_size = NULL, placed_mtime = NULL, placed_inode = NULL, placed_ctime = NULL
+                WHERE id = ? AND lease_token = ? AND state = 'running'
+                """, bytes, bytes, now, now, jobID, token)
+            guard database.changes == 1 else { throw StaleLeaseError(jobID: jobID) }
+            try closeAttempt(jobID: jobID, token: token, now: now, status: nil, error: Job.keptNote, bytes: 0)
         }
     }
 

@@ -1,48 +1,84 @@
 import Foundation
 
 /// Moves a batch of verified downloads to their destinations, durably: their bytes made durable
-/// (one syncfs per file system, see `VerifiedFile.makeDurable`), then each renamed into place,
-/// then each folder synced so the renames survive a crash.
+/// (one syncfs per file system, see `VerifiedFile.makeDurable`), then each moved into place as
+/// its mode says, then each folder synced so the renames survive a crash.
 ///
-/// Guarantees: a file is renamed only after its bytes are on disk; a file is reported placed
-/// only after its folder was synced; every file of the batch is closed (unlocked) on return,
+/// Guarantees: a file is moved only after its bytes are on disk; a file is reported placed
+/// only after its folder was synced; `keepExisting` and `besideExisting` never replace a file
+/// (an atomic no-replace rename: a file that appeared at the destination during the download is
+/// kept, and the download removed); every file of the batch is closed (unlocked) on return,
 /// placed or not; one file's failure does not fail the others.
 public enum Placement {
-    /// Places `files`; returns, for each (same order), nil when it is durably in place, else why
-    /// not (the reason a user reads). Blocking: run it off any latency-sensitive thread.
-    public static func place(_ files: [VerifiedFile]) -> [String?] {
-        var outcome = [String?](repeating: nil, count: files.count)
-        let durability = VerifiedFile.makeDurable(files)
-        var renamed: [Int] = []
-        for (index, file) in files.enumerated() {
+    /// How a file goes into place.
+    public enum Mode: Sendable, Equatable {
+        /// Over whatever is there (haul's own earlier file, or `--if-exists replace`).
+        case replace
+        /// Only where nothing is: a file there is kept, the download dropped.
+        case keepExisting
+        /// At the destination when it is free, else beside it as `NAME.1.EXT`, `NAME.2.EXT`…
+        case besideExisting
+    }
+
+    /// What a move did.
+    public enum Moved: Sendable, Equatable {
+        /// In place: at `to`, or at the destination when nil.
+        case moved(to: String?)
+        /// The destination held a file, which was kept (`size` bytes); the download is gone.
+        case destinationTaken(size: Int64)
+    }
+
+    /// What became of one file of a batch.
+    public enum Result: Sendable, Equatable {
+        case placed(PlacedFile)
+        case kept(size: Int64)
+        /// Not placed: why (the reason a user reads).
+        case failed(String)
+    }
+
+    /// Places `files`; returns what became of each (same order). Blocking: run it off any
+    /// latency-sensitive thread.
+    public static func place(_ files: [(file: VerifiedFile, mode: Mode)]) -> [Result] {
+        var outcome = [Result](repeating: .failed("not placed"), count: files.count)
+        let durability = VerifiedFile.makeDurable(files.map(\.file))
+        var moved: [(index: Int, path: String)] = []
+        for (index, (file, mode)) in files.enumerated() {
             defer { file.close() }
             if let problem = durability[index] {
-                outcome[index] = problem.message
+                outcome[index] = .failed(problem.message)
                 continue
             }
             do {
-                try file.place()
-                renamed.append(index)
+                switch try file.place(mode) {
+                case .moved(let to):
+                    guard let identity = file.identity() else {
+                        outcome[index] = .failed("cannot examine \(to ?? file.temp.destination) after moving it there")
+                        continue
+                    }
+                    outcome[index] = .placed(PlacedFile(path: to, identity: identity))
+                    moved.append((index, to ?? file.temp.destination))
+                case .destinationTaken(let size):
+                    outcome[index] = .kept(size: size)
+                }
             } catch {
-                outcome[index] = String(describing: error)
+                outcome[index] = .failed(String(describing: error))
             }
         }
         // A folder that cannot be flushed leaves its jobs unfinished (their files are whole, so
         // a later attempt replaces them safely).
         var synced = Set<String>()
         var folderProblems: [String: String] = [:]
-        for index in renamed {
-            let destination = files[index].temp.destination
-            let folder = destination.parentFolder
+        for (index, path) in moved {
+            let folder = path.parentFolder
             if !synced.contains(folder) && folderProblems[folder] == nil {
-                if TempFile.syncFolder(of: destination) {
+                if TempFile.syncFolder(of: path) {
                     synced.insert(folder)
                 } else {
                     // errno is read at once, before another call can change it.
                     folderProblems[folder] = "cannot flush folder \(folder) to disk: \(String(cString: strerror(errno)))"
                 }
             }
-            if let problem = folderProblems[folder] { outcome[index] = problem }
+            if let problem = folderProblems[folder] { outcome[index] = .failed(problem) }
         }
         return outcome
     }

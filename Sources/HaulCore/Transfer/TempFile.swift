@@ -1,3 +1,4 @@
+import CFileSync
 import Foundation
 
 /// The hidden file a download is written to, beside its destination, so the final rename is
@@ -126,11 +127,11 @@ public struct TempFile: Sendable {
         unlink(path)
     }
 
-    /// Renames the temp file over the destination, refusing a destination that is a folder, and
-    /// refusing when the name no longer holds the open file `fd` (it was swapped since: what the
-    /// name holds now was never checked). The caller must have made the file's bytes durable
+    /// Moves the temp file into place as `mode` says, refusing a destination that is a folder,
+    /// and refusing when the name no longer holds the open file `fd` (it was swapped since: what
+    /// the name holds now was never checked). The caller must have made the file's bytes durable
     /// first (see `VerifiedFile`).
-    func moveIntoPlace(descriptor fd: Int32) throws {
+    func moveIntoPlace(descriptor fd: Int32, mode: Placement.Mode) throws -> Placement.Moved {
         var info = stat()
         if lstat(destination, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
             throw TransferIOError("destination \(destination) is a folder; remove it or choose another out= name")
@@ -140,7 +141,54 @@ public struct TempFile: Sendable {
         guard lstat(path, &named) == 0, named.st_dev == opened.st_dev, named.st_ino == opened.st_ino else {
             throw TransferIOError.refused("temp file \(path) was replaced while haul wrote it")
         }
-        guard rename(path, destination) == 0 else { throw TransferIOError.errno("cannot move the download to \(destination)") }
+        switch mode {
+        case .replace:
+            guard rename(path, destination) == 0 else { throw TransferIOError.errno("cannot move the download to \(destination)") }
+            return .moved(to: nil)
+        case .keepExisting:
+            if try moveUnlessTaken(to: destination) { return .moved(to: nil) }
+            var there = stat()
+            let size = lstat(destination, &there) == 0 ? Int64(there.st_size) : 0
+            unlink(path)  // a whole, verified download nobody needs: the user's file stays
+            return .destinationTaken(size: size)
+        case .besideExisting:
+            if try moveUnlessTaken(to: destination) { return .moved(to: nil) }
+            for number in 1...Self.besideLimit {
+                let candidate = Self.beside(destination, number)
+                if try moveUnlessTaken(to: candidate) { return .moved(to: candidate) }
+            }
+            throw TransferIOError("\(destination) and \(Self.besideLimit) numbered names beside it are all taken; remove some, or use --if-exists replace")
+        }
+    }
+
+    /// How many numbered names `rename` tries beside a taken destination.
+    static let besideLimit = 999
+
+    /// `NAME.N.EXT` beside `destination` (`NAME.N` when it has no extension).
+    static func beside(_ destination: String, _ number: Int) -> String {
+        let folder = destination.parentFolder
+        let name = String(destination.dropFirst(folder.isEmpty ? 0 : folder.count + 1))
+        let numbered: String
+        if let dot = name.lastIndex(of: "."), dot != name.startIndex {
+            numbered = "\(name[..<dot]).\(number)\(name[dot...])"
+        } else {
+            numbered = "\(name).\(number)"
+        }
+        return folder.isEmpty ? numbered : folder + "/" + numbered
+    }
+
+    /// Renames the temp file to `target` only when nothing is there (atomically, with
+    /// RENAME_NOREPLACE; with a hard link on a file system without it). False when taken.
+    private func moveUnlessTaken(to target: String) throws -> Bool {
+        if haul_rename_noreplace(path, target) == 0 { return true }
+        if errno == EEXIST { return false }
+        guard errno == EINVAL || errno == ENOSYS else { throw TransferIOError.errno("cannot move the download to \(target)") }
+        if link(path, target) == 0 {
+            unlink(path)
+            return true
+        }
+        if errno == EEXIST { return false }
+        throw TransferIOError.errno("cannot move the download to \(target) without replacing what may be there")
     }
 
     /// Makes renames in the folder holding `path` durable. Returns false when the folder could

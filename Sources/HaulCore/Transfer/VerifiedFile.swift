@@ -66,8 +66,15 @@ public struct VerifiedFile: Sendable {
     }
 
     /// Renames the temp file over the destination. Call only after `makeDurable` included it.
-    public func place() throws {
-        try temp.moveIntoPlace(descriptor: descriptor)
+    public func place(_ mode: Placement.Mode = .replace) throws -> Placement.Moved {
+        try temp.moveIntoPlace(descriptor: descriptor, mode: mode)
+    }
+
+    /// What identifies the file now (it keeps its inode, size and time when renamed).
+    public func identity() -> FileIdentity? {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { return nil }
+        return FileIdentity(stat: info)
     }
 
     /// Closes the temp file (releasing its lock); call once, after `place()` or instead of it.

@@ -10,6 +10,7 @@ enum AddCommand: Command {
             .init(names: ["-i", "--input"], value: "FILE", help: "Read URL lines from FILE ('-' for standard input)."),
             .init(names: ["-d", "--dir"], value: "DIR", help: "Output folder for the files (default: the current folder)."),
             .init(names: ["--layout"], value: "LAYOUT", help: "Where files without out= go: flat (DIR/NAME, the default), host (DIR/HOST/NAME) or path (DIR/HOST/PATH/NAME, as wget -x)."),
+            .init(names: ["--if-exists"], value: "POLICY", help: "When a destination already holds a file haul did not place: skip (keep it; the default), replace (download over it), or rename (place the new file beside it as NAME.1.EXT)."),
             .init(names: ["--json"], value: nil, help: "Print the summary as JSON."),
         ] + RequestOptions.jobOptions,
         discussion: """
@@ -17,6 +18,11 @@ enum AddCommand: Command {
             Blank lines and lines starting with '#' are ignored. Without out=, the file is named
             after the URL's last path segment (index.html when there is none). Adding the same
             URL for the same destination again changes nothing.
+
+            A file already at a destination that haul did not place is never changed unless
+            --if-exists says so: by default its job ends done, keeping it ("kept"), without a
+            download (when a sha256 was given, the file must match it, else the job fails and the
+            file is left alone). haul records the files it places, so its own are told apart.
 
             Every rejected line is reported on stderr as FILE:LINE: reason; the valid lines are
             queued all the same. Exit status: 0 when no line was rejected, 1 otherwise.
@@ -71,7 +77,8 @@ enum AddCommand: Command {
         }
         let resolver = DestinationResolver(directory: arguments.value("--dir") ?? ".", layout: layout)
         var source = "argument"
-        let importer = URLListImporter(queue: queue, resolver: resolver, profileID: profileID) { line, reason, text in
+        let ifExists = try existingFilePolicy(arguments, spec: spec) ?? .skip
+        let importer = URLListImporter(queue: queue, resolver: resolver, profileID: profileID, ifExists: ifExists) { line, reason, text in
             var message = "haul: \(source == "argument" ? "argument \(line)" : "\(source):\(line)"): \(reason)"
             if let text, !text.isEmpty, !reason.description.contains(HTTPURL.redact(text)) {
                 message += " — \(Self.printable(HTTPURL.redact(text)))"
@@ -91,6 +98,15 @@ enum AddCommand: Command {
             throw CommandFailure(message: "\(explain(error, arguments)); \(keptJobs(summary.added))")
         }
         return summary
+    }
+
+    /// `--if-exists`, or a usage error naming the choices.
+    static func existingFilePolicy(_ arguments: ParsedArguments, spec: CommandSpec) throws -> ExistingFilePolicy? {
+        guard let name = arguments.value("--if-exists") else { return nil }
+        guard let policy = ExistingFilePolicy(rawValue: name) else {
+            throw UsageError(message: "'--if-exists' is skip, replace or rename, not '\(name)'", spec: spec)
+        }
+        return policy
     }
 
     private static func keptJobs(_ count: Int) -> String {

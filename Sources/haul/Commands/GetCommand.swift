@@ -6,7 +6,8 @@ enum GetCommand: Command {
         name: "get",
         abstract: "Queue URLs and download them in one step (running it again resumes).",
         arguments: "[URL…]",
-        options: AddCommand.spec.options.filter { $0.names != ["--json"] } + RunCommand.runOptions,
+        options: AddCommand.spec.options.filter { $0.names != ["--json"] }
+            + RunCommand.runOptions.filter { $0.names != ["--if-exists"] },
         discussion: """
             The same as `haul add` followed by `haul run`. Rejected input lines are reported and
             skipped; the valid ones are downloaded. With no URLs and no -i, it resumes the queue.

@@ -17,6 +17,9 @@ enum JobPresentation {
             ("expected_bytes", .optional(job.expectedBytes)),
             ("received_bytes", .int(job.receivedBytes)),
             ("sha256", .optional(job.sha256)),
+            ("if_exists", .string(job.ifExists.rawValue)),
+            ("kept", .bool(job.kept)),
+            ("placed_at", .optional(job.placed?.path)),
             ("created_at", .string(Format.timestamp(job.createdAt))),
             ("updated_at", .string(Format.timestamp(job.updatedAt))),
             ("finished_at", job.finishedAt.map { .string(Format.timestamp($0)) } ?? .null),
@@ -37,7 +40,8 @@ enum JobPresentation {
     /// One line for `haul list`.
     static func line(_ job: Job) -> String {
         let size = job.expectedBytes.map(Format.bytes) ?? "?"
-        var text = "\(job.id)\t\(job.state.rawValue)\t\(job.attempts)/\(job.maxAttempts)\t\(size)\t\(job.redactedURL) → \(job.destination)"
+        var text = "\(job.id)\t\(job.state.rawValue)\t\(job.attempts)/\(job.maxAttempts)\t\(size)\t\(job.redactedURL) → \(job.placed?.path ?? job.destination)"
+        if job.kept { text += "\t(\(Job.keptNote))" }
         if job.state == .failed || job.state == .queued, let error = job.lastError { text += "\t(\(HTTPURL.redact(error)))" }
         return text
     }
@@ -48,7 +52,7 @@ enum JobPresentation {
             "job \(job.id)",
             "  url:          \(job.redactedURL)",
             "  destination:  \(job.destination)",
-            "  state:        \(job.state.rawValue)",
+            "  state:        \(job.state.rawValue)\(job.kept ? " (\(Job.keptNote), not downloaded)" : "")",
             "  attempts:     \(job.attempts) of \(job.maxAttempts)",
             "  bytes:        \(job.receivedBytes) of \(job.expectedBytes.map(String.init) ?? "unknown")",
         ]
@@ -58,6 +62,8 @@ enum JobPresentation {
         if let status = job.lastStatus { lines.append("  last status:  \(status)") }
         if let error = job.lastError { lines.append("  last error:   \(HTTPURL.redact(error))") }
         if let sha = job.sha256 { lines.append("  sha256:       \(sha)") }
+        if job.ifExists != .skip { lines.append("  if exists:    \(job.ifExists.rawValue)") }
+        if let path = job.placed?.path { lines.append("  placed at:    \(path) (the destination held another file)") }
         if let profile { lines.append("  request:      \(profile)") }  // names only, never values
         if let finished = job.finishedAt { lines.append("  finished:     \(Format.timestamp(finished))") }
         var lastCounted = 0

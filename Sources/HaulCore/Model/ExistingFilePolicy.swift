@@ -1,0 +1,45 @@
+/// What to do when a job's destination already holds a file that haul did not place there.
+///
+/// Guarantees: `skip`, the default, never changes or removes that file: the job ends done,
+/// keeping it (and fails, leaving it alone, when it does not match the checksum given);
+/// `replace` downloads over it atomically; `rename` places the new file beside it as
+/// `NAME.1.EXT`, `NAME.2.EXT`…
+public enum ExistingFilePolicy: String, Sendable, CaseIterable {
+    case skip, replace, rename
+}
+
+/// What identifies a file haul placed, as it was when placed: a file still matching it is
+/// haul's own (a later fetch may replace it); any other file at the destination is the user's.
+///
+/// Guarantees: two identities are equal only when size, modification and change times (to the
+/// nanosecond) and inode all are, so a file rewritten or replaced since no longer matches — even
+/// one copied in with the same size and modification time onto a reused inode, as the change
+/// time cannot be set by hand.
+public struct FileIdentity: Sendable, Equatable {
+    public var size: Int64
+    /// Nanoseconds since the epoch.
+    public var modified: Int64
+    /// The inode's change time, in nanoseconds since the epoch.
+    public var changed: Int64
+    public var inode: UInt64
+
+    public init(size: Int64, modified: Int64, changed: Int64, inode: UInt64) {
+        self.size = size
+        self.modified = modified
+        self.changed = changed
+        self.inode = inode
+    }
+}
+
+/// Where haul placed a job's file and what it was then.
+///
+/// Guarantees: `path` is nil when the file went to the job's destination itself.
+public struct PlacedFile: Sendable, Equatable {
+    public var path: String?
+    public var identity: FileIdentity
+
+    public init(path: String?, identity: FileIdentity) {
+        self.path = path
+        self.identity = identity
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+
+/// What is at a job's destination before haul fetches anything for it, and what that means.
+///
+/// Guarantees: nothing here changes the file system; a destination is haul's own only while
+/// the file there still has the identity haul recorded when it placed it (size, time to the
+/// nanosecond, inode); a symbolic link or any other file there is the user's; the digest of a
+/// file is read in bounded chunks (memory stays flat whatever its size).
+public enum ExistingFile {
+    public enum Found: Sendable, Equatable {
+        case nothing
+        /// The file haul placed there for this job, unchanged.
+        case haulsOwn
+        /// A file haul did not place (or that changed since), `size` bytes.
+        case usersFile(size: Int64)
+    }
+
+    public static func examine(_ destination: String, placed: PlacedFile?) -> Found {
+        var info = stat()
+        guard lstat(destination, &info) == 0 else { return .nothing }
+        if (info.st_mode & S_IFMT) == S_IFDIR { return .nothing }  // placement refuses it, naming it
+        if let placed, placed.path == nil, (info.st_mode & S_IFMT) == S_IFREG, FileIdentity(stat: info) == placed.identity {
+            return .haulsOwn
+        }
+        return .usersFile(size: Int64(info.st_size))
+    }
+
+    /// The lower-case hex sha256 of the regular file at `path` (not following a link).
+    public static func sha256(of path: String) throws -> String {
+        let descriptor = Glibc.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { throw TransferIOError.errno("cannot read \(path)") }
+        defer { close(descriptor) }
+        var digest = SHA256()
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw TransferIOError.errno("cannot read \(path)") }
+            if count == 0 { break }
+            buffer.withUnsafeBytes { digest.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        }
+        return digest.finalize()
+    }
+}
+
+extension FileIdentity {
+    init(stat info: stat) {
+        self.init(size: Int64(info.st_size), modified: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
+                  changed: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec), inode: UInt64(info.st_ino))
+    }
+}
