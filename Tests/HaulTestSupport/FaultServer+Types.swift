@@ -183,6 +183,9 @@ extension FaultServer {
         public var ending: Ending = .normal
         /// Force `Connection: close` and close after this response.
         public var closesConnection: Bool = false
+        /// Nothing is written: the connection is closed (or reset, with `ending: .reset`) as
+        /// soon as the request is read, as by a host that is down behind a load balancer.
+        public var answersNothing: Bool = false
 
         public init(status: Int = 200, reason: String? = nil, headers: Headers = [:], body: Data = Data()) {
             self.status = status
@@ -210,6 +213,14 @@ extension FaultServer {
         /// A bodiless (Content-Length: 0) response with the given status, e.g. `.status(503, headers: ["Retry-After": "1"])`.
         public static func status(_ status: Int, reason: String? = nil, headers: Headers = [:]) -> Response {
             Response(status: status, reason: reason, headers: headers)
+        }
+
+        /// No answer at all: the connection is closed (`reset`: reset) once the request is read.
+        public static func hangUp(reset: Bool = false) -> Response {
+            var r = Response(status: 200)
+            r.answersNothing = true
+            r.ending = reset ? .reset : .close
+            return r
         }
 
         public static func redirect(to location: String, status: Int = 302) -> Response {

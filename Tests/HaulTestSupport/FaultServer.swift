@@ -669,6 +669,7 @@ final class Core: Sendable {
     private func write(_ r: Response, for request: Request, fd: Int32, keepAlive: Bool,
                        beforeLastByte: () -> Void) -> Action {
         if r.delayBeforeHeaders > 0, pause(r.delayBeforeHeaders, fd: fd) != .elapsed { return .close }
+        if r.answersNothing { return r.ending == .reset ? .reset : .close }
 
         let bodyForbidden = (100..<200).contains(r.status) || r.status == 204 || r.status == 304
         let sendsBody = request.method != "HEAD" && !bodyForbidden

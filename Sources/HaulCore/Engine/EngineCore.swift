@@ -92,6 +92,12 @@ struct EngineCore {
         var refusals = 0
         /// Since when the host has free slots and no job for them.
         var idleSince: Int?
+        /// Times in a row the host could not be reached (0 once it answers). While above 0, one
+        /// request at a time goes to it: a probe.
+        var downFailures = 0
+        /// Set once the host failed to be reached as often as a job may be tried: every job of
+        /// it fails with this reason, without a request.
+        var unreachable: String?
         var readyCount: Int { ready.count - readyStart }
 
         mutating func popReady() -> Lease? {
@@ -285,6 +291,7 @@ struct EngineCore {
         }
         switch end {
         case .verified(let status, let bytes):
+            hosts[hostID]?.downFailures = 0
             var waiting = item
             waiting.status = status
             waiting.bytes = bytes
@@ -298,6 +305,50 @@ struct EngineCore {
         }
     }
 
+    /// The job's host could not be reached. The first failure since the host last answered (or
+    /// since its pause ended) counts against the host, not the job: the host pauses with
+    /// backoff, and the job goes back uncounted. Once the host failed as often as a job may be
+    /// tried, this job and every other of that host fail with "host unreachable".
+    private mutating func hostDown(_ failure: DownloadAttempt.Failure, item: Pending, snapshot: DownloadAttempt.Snapshot?,
+                                   now: Int, into actions: inout [Action]) {
+        let lease = item.lease
+        let job = lease.job
+        var host = hosts[job.hostID, default: Host()]
+        if host.unreachable == nil && host.pausedUntil <= now {
+            host.downFailures += 1
+            if host.downFailures >= (config.maxAttempts ?? job.maxAttempts) {
+                let tries = host.downFailures == 1 ? "1 attempt" : "\(host.downFailures) attempts in a row"
+                host.unreachable = "host unreachable: \(failure.description) (\(tries) to reach \(job.host) failed)"
+            } else {
+                let delay = config.policy.backoff.delay(afterAttempt: host.downFailures)
+                let until = now + max(Int(delay * 1000), config.slotRetry)
+                host.pausedUntil = max(host.pausedUntil, until)
+                pauses.append(HostPause(host: job.host, until: until, reason: "unreachable: \(failure.description)"))
+                actions.append(.report(.hostPaused(host: job.host, seconds: Double(until - now) / 1000,
+                                                   reason: "unreachable: \(failure.description)")))
+            }
+        }
+        hosts[job.hostID] = host
+        if let reason = host.unreachable {
+            actions.append(.removeTemp(lease))
+            queue(.fail(jobID: job.id, token: lease.token, status: nil, reason: reason), item, now: now)
+            failUnreachable(job.hostID, now: now, into: &actions)
+        } else {
+            queue(.release(jobID: job.id, token: lease.token, reason: "host unreachable (\(failure.description)); not counted",
+                           progress: snapshot.map { Self.progress($0, lease: lease) }), item, now: now)
+        }
+    }
+
+    /// Fails every job in hand of a host found unreachable, without a request (a temp file an
+    /// earlier attempt left goes too).
+    private mutating func failUnreachable(_ hostID: Int, now: Int, into actions: inout [Action]) {
+        guard let reason = hosts[hostID]?.unreachable else { return }
+        while let lease = hosts[hostID]?.popReady() {
+            actions.append(.removeTemp(lease))
+            queue(.fail(jobID: lease.jobID, token: lease.token, status: nil, reason: reason), Pending(lease: lease), now: now)
+        }
+    }
+
     /// What follows a failed attempt: the retry policy's decision, as an outcome to send.
     private mutating func decide(_ failure: DownloadAttempt.Failure, status: Int?, snapshot: DownloadAttempt.Snapshot?,
                                  item: Pending, now: Int, into actions: inout [Action]) {
@@ -306,10 +357,13 @@ struct EngineCore {
         let decision: RetryPolicy.Decision = stopping && failure == .cancelled
             ? .release : config.policy.decide(failure, attempt: job.attempts, now: Date(timeIntervalSince1970: Double(now) / 1000))
         let kept = snapshot ?? DownloadAttempt.Snapshot(bytesOnDisk: 0, expectedTotal: nil, validator: nil)
+        if status != nil || failure.isAnswer { hosts[job.hostID]?.downFailures = 0 }  // it answered
         switch decision {
         case .release:
             queue(.release(jobID: job.id, token: lease.token, reason: Self.stopped,
                            progress: snapshot.map { Self.progress($0, lease: lease) }), item, now: now)
+        case .hostDown:
+            hostDown(failure, item: item, snapshot: snapshot, now: now, into: &actions)
         case .fail:
             // An unsafe way to the destination is not followed, not even to clean up.
             if case .unsafeDestination = failure {} else { actions.append(.removeTemp(lease)) }
@@ -528,7 +582,10 @@ struct EngineCore {
         while transfers.count < config.workers && idle < hostOrder.count {
             let id = hostOrder[cursor % hostOrder.count]
             cursor = (cursor + 1) % hostOrder.count
-            guard var host = hosts[id], host.pausedUntil <= now, !host.free.isEmpty, let lease = host.popReady() else {
+            if hosts[id]?.unreachable != nil { failUnreachable(id, now: now, into: &actions) }
+            // A host that could not be reached is probed with one request at a time.
+            guard var host = hosts[id], host.pausedUntil <= now, !host.free.isEmpty, host.downFailures == 0 || host.busy == 0,
+                  let lease = host.popReady() else {
                 idle += 1
                 continue
             }

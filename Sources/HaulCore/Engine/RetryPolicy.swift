@@ -16,9 +16,15 @@ public struct RetryPolicy: Sendable {
         case fail
         /// Not the job's fault (haul is stopping): hand it back without counting the attempt.
         case release
+        /// The host could not be reached: the host, not the job, is at fault (see `EngineCore`:
+        /// the host pauses with backoff and is probed with one request; its jobs fail only
+        /// once the host has failed as often as a job may).
+        case hostDown
     }
 
     public static let retryableStatuses: Set<Int> = [408, 425, 429, 500, 502, 503, 504]
+    /// Attempts a checksum mismatch gets in all.
+    public static let checksumAttempts = 2
 
     public var backoff: Backoff
     public var maxRetryAfter: TimeInterval
@@ -43,7 +49,11 @@ public struct RetryPolicy: Sendable {
         case .mustRestart:
             return .retry(delay: 0, pauseHost: nil, discardPartial: true)
         case .checksum:
+            // Twice the same wrong bytes: the server's file is not the one the checksum names.
+            guard attempt < Self.checksumAttempts else { return .fail }
             return .retry(delay: backoff.delay(afterAttempt: attempt), pauseHost: nil, discardPartial: true)
+        case .unreachable:
+            return .hostDown
         case .badRedirect, .encoding, .unsafeDestination, .refused:
             return .fail
         case .cancelled:

@@ -20,8 +20,11 @@ public final class DownloadAttempt: BodySink {
     public enum Failure: Sendable, Equatable, CustomStringConvertible {
         /// A non-2xx answer (its body was not kept). `retryAfter` is the raw header.
         case http(status: Int, retryAfter: String?)
-        /// Stall, timeout, refused, reset, truncated, DNS…
+        /// Stall, timeout, reset mid-body, truncated…
         case transport(String)
+        /// Nothing of a response arrived (refused, DNS, connect timeout, TLS handshake, closed
+        /// before any byte): the host is down, not the job at fault.
+        case unreachable(String)
         /// A redirect haul will not follow.
         case badRedirect(String)
         /// The server encoded the body although haul asked for identity.
@@ -40,10 +43,18 @@ public final class DownloadAttempt: BodySink {
         case refused(String)
         case cancelled
 
+        /// The server answered (whatever it said): it is reachable.
+        public var isAnswer: Bool {
+            switch self {
+            case .http, .encoding, .mustRestart, .length, .checksum, .badRedirect: return true
+            case .transport, .unreachable, .disk, .unsafeDestination, .refused, .cancelled: return false
+            }
+        }
+
         public var description: String {
             switch self {
             case .http(let status, _): return "HTTP \(status) \(HTTPStatus.reason(status))"
-            case .transport(let why), .badRedirect(let why), .encoding(let why), .mustRestart(let why),
+            case .transport(let why), .unreachable(let why), .badRedirect(let why), .encoding(let why), .mustRestart(let why),
                  .length(let why), .disk(let why), .unsafeDestination(let why), .refused(let why):
                 return why
             case .checksum(let expected, let actual): return "sha256 mismatch: expected \(expected), got \(actual)"
@@ -275,6 +286,7 @@ public final class DownloadAttempt: BodySink {
             case .badRedirect(let why): return fail(.badRedirect(why), status)
             case .cancelled: return fail(.cancelled, status)
             case .untrusted(let why), .unsupported(let why): return fail(.refused(why), status)
+            case .unreachable(let why): return fail(.unreachable(why), status)
             case .stalled, .timedOut, .transport, .rejected:
                 return fail(.transport(fetchFailure.description), status)
             }

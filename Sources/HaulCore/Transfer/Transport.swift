@@ -66,8 +66,11 @@ public enum FetchFailure: Error, Sendable, Equatable, CustomStringConvertible {
     case stalled(TimeInterval)
     /// The total timeout passed.
     case timedOut(TimeInterval)
-    /// Connection refused, reset, DNS failure, truncated body…
+    /// Connection reset mid-body, truncated body, an answer that is not HTTP…
     case transport(String)
+    /// Nothing of a response arrived: refused, DNS failure, connect timeout, TLS handshake
+    /// failure, closed or reset before any byte. The host, not the job, is at fault.
+    case unreachable(String)
     /// The body sink refused the response or a write (its reason).
     case rejected(String)
     /// Cancelled by haul (stopping, or the lease was lost).
@@ -82,7 +85,7 @@ public enum FetchFailure: Error, Sendable, Equatable, CustomStringConvertible {
         case .badRedirect(let why): return why
         case .stalled(let seconds): return "stalled: no data for \(Int(seconds)) s"
         case .timedOut(let seconds): return "timed out after \(Int(seconds)) s"
-        case .transport(let why): return why
+        case .transport(let why), .unreachable(let why): return why
         case .rejected(let why): return why
         case .cancelled: return "cancelled"
         case .untrusted(let why), .unsupported(let why): return why

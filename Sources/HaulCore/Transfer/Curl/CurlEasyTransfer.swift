@@ -294,7 +294,7 @@ final class CurlEasyTransfer: @unchecked Sendable {
             return .finished(FetchResult(head: head, failure: nil))
         }
         let failure = CurlFailure.failure(code, message: easy?.errorMessage ?? "",
-                                          osErrno: easy?.info(CURLINFO_OS_ERRNO) ?? 0)
+                                          osErrno: easy?.info(CURLINFO_OS_ERRNO) ?? 0, responded: head != nil)
         return .finished(FetchResult(head: head, failure: failure))
     }
 

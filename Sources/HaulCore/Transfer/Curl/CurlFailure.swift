@@ -7,19 +7,26 @@ import Foundation
 /// Guarantees: never throws away libcurl's own message (it goes with the reason); a failure that
 /// waiting cannot mend (TLS trust, a malformed URL) is permanent and says what to do.
 enum CurlFailure {
-    static func failure(_ code: CURLcode, message: String, osErrno: Int) -> FetchFailure {
+    /// - Parameter responded: some of a response (its head) arrived before the failure.
+    static func failure(_ code: CURLcode, message: String, osErrno: Int, responded: Bool = true) -> FetchFailure {
         let detail = message.isEmpty ? String(cString: curl_easy_strerror(code)) : message
         switch code {
         case CURLE_COULDNT_CONNECT:
-            return .transport(osErrno == Int(ECONNREFUSED) ? "connection refused" : "cannot connect: \(detail)")
+            return .unreachable(osErrno == Int(ECONNREFUSED) ? "connection refused" : "cannot connect: \(detail)")
         case CURLE_COULDNT_RESOLVE_HOST:
-            return .transport("host not found (DNS): \(detail)")
+            return .unreachable("host not found (DNS): \(detail)")
+        case CURLE_RECV_ERROR where !responded, CURLE_SEND_ERROR where !responded:
+            return .unreachable("connection lost before any answer: \(detail)")
+        case CURLE_OPERATION_TIMEDOUT where !responded:
+            return .unreachable("timed out before any answer: \(detail)")
+        case CURLE_SSL_CONNECT_ERROR:
+            return .unreachable("TLS handshake failed: \(detail)")
         case CURLE_COULDNT_RESOLVE_PROXY:
             return .transport("proxy host not found (DNS): \(detail)")
         case CURLE_PARTIAL_FILE, CURLE_RECV_ERROR, CURLE_SEND_ERROR:
             return .transport("connection lost mid-transfer: \(detail)")
         case CURLE_GOT_NOTHING:
-            return .transport("the server closed the connection without answering")
+            return .unreachable("the server closed the connection without answering")
         case CURLE_OPERATION_TIMEDOUT:
             return .transport("timed out: \(detail)")
         case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
@@ -27,7 +34,7 @@ enum CurlFailure {
             return .untrusted("certificate not trusted (\(detail)): pass --cacert FILE with the CA that signed it, or -k to skip verification")
         case CURLE_SSL_CACERT_BADFILE:
             return .untrusted("cannot read the CA certificates (\(detail)): check --cacert, --capath, SSL_CERT_FILE and CURL_CA_BUNDLE")
-        case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_ENGINE_NOTFOUND,
+        case CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_ENGINE_NOTFOUND,
              CURLE_SSL_SHUTDOWN_FAILED, CURLE_USE_SSL_FAILED:
             return .transport("TLS failure: \(detail)")
         case CURLE_UNSUPPORTED_PROTOCOL:

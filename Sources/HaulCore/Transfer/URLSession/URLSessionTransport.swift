@@ -294,7 +294,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         }
         var failure = entry.failure
         if failure == nil, let error {
-            failure = Self.failure(error)
+            failure = Self.failure(error, responded: entry.head != nil)
         }
         if failure == nil, entry.head == nil, let http = task.response as? HTTPURLResponse, (300..<400).contains(http.statusCode) {
             // FoundationNetworking ends a redirect without a Location quietly: no error, and its
@@ -306,8 +306,19 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
 
     /// A TLS verification failure is permanent (FoundationNetworking on Linux reports it as
     /// URLError -1 with libcurl's message); anything else may pass with time.
-    static func failure(_ error: any Error) -> FetchFailure {
+    static func failure(_ error: any Error, responded: Bool = true) -> FetchFailure {
         let reason = describe(error)
+        if let code = (error as? URLError)?.code {
+            switch code {
+            case .cannotConnectToHost, .cannotFindHost, .dnsLookupFailed, .secureConnectionFailed:
+                return .unreachable(reason)
+            case .networkConnectionLost where !responded, .timedOut where !responded, .badServerResponse where !responded,
+                 .zeroByteResource where !responded:
+                return .unreachable(reason)
+            default:
+                break
+            }
+        }
         if reason.contains("SSL certificate problem") || reason.contains("certificate verify failed") {
             return .untrusted("certificate not trusted (\(reason)); URLSession on Linux trusts only the system's CA store: "
                               + "run without --transport urlsession to pass --cacert FILE or -k")

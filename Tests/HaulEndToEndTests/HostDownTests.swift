@@ -1,0 +1,64 @@
+import Foundation
+import HaulCore
+import HaulTestSupport
+import Synchronization
+import XCTest
+
+/// A host that cannot be reached is the host's fault, not its jobs': it is paused with backoff
+/// and probed with one request, and its jobs fail only once the host itself failed as often as
+/// a job may be tried.
+final class HostDownTests: XCTestCase {
+    /// 200 jobs on a host that hangs up on every request, beside a healthy host: the dead host
+    /// gets a handful of requests (not 200 × attempts), every one of its jobs fails with "host
+    /// unreachable", and the healthy host's jobs are done.
+    func testADeadHostGetsAFewRequestsNotOneHundredsAndItsJobsFailAsUnreachable() throws {
+        let h = try RunHarness(self)
+        let dead = try FaultServer(host: "127.0.0.1")
+        let alive = try FaultServer(host: "127.0.0.2")
+        defer { dead.stop(); alive.stop() }
+        dead.setFallback { _ in .hangUp() }
+        let data = runTestData(2_000, seed: 9)
+        alive.setFallback(FaultServer.file(data))
+        try h.add((1...200).map { dead.url("/d\($0).bin").absoluteString } + (1...10).map { alive.url("/a\($0).bin").absoluteString })
+
+        let result = try h.run(["run", "--json", "--max-attempts", "3", "--per-host", "4"], timeout: 60)
+
+        XCTAssertEqual(result.status, 1, result.stderrText)
+        let requests = dead.requestCount()
+        XCTAssertGreaterThanOrEqual(requests, 3, "the host is tried as often as a job may be")
+        XCTAssertLessThanOrEqual(requests, 3 + 4, "a first round at the cap, then one probe at a time: \(requests) requests")
+        let counts = try h.counts()
+        XCTAssertEqual(counts["failed"], 200)
+        XCTAssertEqual(counts["done"], 10)
+        for index in 1...10 { XCTAssertEqual(h.contents("a\(index).bin"), data) }
+        let reasons = Set(result.stdoutLines.compactMap(runTestJSON).filter { $0["event"] as? String == "failed" }
+            .compactMap { $0["reason"] as? String })
+        XCTAssertEqual(reasons.count, 1, "one reason for the host: \(reasons)")
+        XCTAssertTrue(reasons.first?.hasPrefix("host unreachable: the server closed the connection without answering") ?? false, "\(reasons)")
+        XCTAssertEqual(h.tempFiles(), [])
+    }
+
+    /// A host that hangs up on its first five requests, then answers: the first round at the
+    /// cap counts once, the probes find it back, and every job is done on one counted attempt.
+    func testAHostThatComesBackCostsItsJobsNoAttempts() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let data = runTestData(2_000, seed: 10)
+        let served = Mutex(0)
+        let file = FaultServer.file(data)
+        server.setFallback { request in
+            let number = served.withLock { count -> Int in count += 1; return count }
+            return number <= 5 ? .hangUp(reset: true) : file(request)
+        }
+        try h.add((1...20).map { server.url("/b\($0).bin").absoluteString })
+
+        let result = try h.run(["run", "--max-attempts", "3", "--per-host", "4"], timeout: 60)
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertEqual(try h.counts()["done"], 20)
+        for id in 1...20 {
+            XCTAssertEqual(try h.show(id)["attempts"] as? Int, 1, "job \(id): an unreachable host costs its jobs no attempt")
+        }
+    }
+}
