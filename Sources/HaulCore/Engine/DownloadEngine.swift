@@ -241,10 +241,19 @@ private final class Runner: @unchecked Sendable {
         guard URL(string: job.url) != nil else {
             return .prepareFailed(token: token, .badRedirect("invalid URL: \(HTTPURL.redact(job.url))"))
         }
+        var checksum: Checksum? = nil
+        if let stored = job.checksum {
+            // Only a database changed by hand holds another text: never fetch such a job unchecked.
+            guard let parsed = Checksum(stored: stored) else {
+                return .prepareFailed(token: token, .refused(
+                    "the jobs table holds checksum '\(stored.prefix(40))' for job \(job.id), which is not ALGORITHM=HEX (md5, sha1, sha256 or sha512); correct it there (or set it to NULL), then haul retry \(job.id)"))
+            }
+            checksum = parsed
+        }
         let storedValidator: Validator? = job.etag.map(Validator.etag) ?? job.lastModified.map(Validator.lastModified)
         do {
             let attempt = try DownloadAttempt(
-                temp: temp, expectedSHA256: job.sha256, storedValidator: storedValidator,
+                temp: temp, expectedChecksum: checksum, storedValidator: storedValidator,
                 storedTotal: job.expectedBytes.map(Int64.init),
                 onAccepted: { [weak self] snapshot in
                     // Record the validator and length before the body, so a kill -9 mid-body can

@@ -16,7 +16,9 @@ enum JobPresentation {
             ("last_error", .optional(job.lastError.map(HTTPURL.redact))),
             ("expected_bytes", .optional(job.expectedBytes)),
             ("received_bytes", .int(job.receivedBytes)),
-            ("sha256", .optional(job.sha256)),
+            ("checksum", .optional(job.checksum)),
+            // Kept for scripts written when sha256 was the only checksum: its hex, or null.
+            ("sha256", .optional(job.checksum.flatMap(Checksum.init(stored:)).flatMap { $0.algorithm == .sha256 ? $0.hex : nil })),
             ("created_at", .string(Format.timestamp(job.createdAt))),
             ("updated_at", .string(Format.timestamp(job.updatedAt))),
             ("finished_at", job.finishedAt.map { .string(Format.timestamp($0)) } ?? .null),
@@ -57,7 +59,7 @@ enum JobPresentation {
         }
         if let status = job.lastStatus { lines.append("  last status:  \(status)") }
         if let error = job.lastError { lines.append("  last error:   \(HTTPURL.redact(error))") }
-        if let sha = job.sha256 { lines.append("  sha256:       \(sha)") }
+        if let checksum = job.checksum { lines.append("  checksum:     \(checksum)") }
         if let profile { lines.append("  request:      \(profile)") }  // names only, never values
         if let finished = job.finishedAt { lines.append("  finished:     \(Format.timestamp(finished))") }
         var lastCounted = 0
