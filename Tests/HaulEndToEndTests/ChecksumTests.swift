@@ -219,4 +219,28 @@ final class ChecksumTests: XCTestCase {
         let reason = refused["last_error"] as? String ?? ""
         XCTAssertTrue(reason.hasSuffix(": sha256 mismatch: expected \(wrong), got \(right)"), reason)
     }
+
+    /// A checksum the queue holds but cannot read (the database changed by hand) is never
+    /// skipped: the job fails before any request, saying what to do.
+    func testUnreadableStoredChecksumFailsTheJobUnfetched() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        server.route("/f.bin", FaultServer.file(runTestData(1_000, seed: 950)))
+        try h.add(["\(server.url("/f.bin").absoluteString) md5=\(String(repeating: "a", count: 32))"])
+        do {
+            let database = try Database(path: h.db)
+            try database.run("UPDATE jobs SET checksum = 'crc32=1234abcd'")
+        }
+
+        let result = try h.run(["run", "--max-attempts", "3"])
+
+        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
+        XCTAssertEqual(server.requestCount(), 0, "nothing is fetched unchecked")
+        XCTAssertEqual(h.outputFiles(), [])
+        let job = try h.show(1)
+        XCTAssertEqual(job["state"] as? String, "failed")
+        let reason = job["last_error"] as? String ?? ""
+        XCTAssertTrue(reason.contains("checksum 'crc32=1234abcd' for job 1") && reason.contains("haul retry 1"), reason)
+    }
 }
