@@ -51,9 +51,9 @@ final class DownloadAttemptEdgeTests: XCTestCase {
 
     /// One attempt at `path` into `temp`, resuming when `validator` is given and `temp` has bytes.
     private func download(_ path: String, into temp: TempFile, validator: Validator? = nil, total: Int64? = nil,
-                          sha256: String? = nil, stall: TimeInterval = 10, timeout: TimeInterval? = nil) async throws -> Outcome {
+                          checksum: Checksum? = nil, stall: TimeInterval = 10, timeout: TimeInterval? = nil) async throws -> Outcome {
         try await AttemptOutcome.download(server.url(path), with: transport, into: temp, validator: validator, total: total,
-                                          sha256: sha256, stall: stall, timeout: timeout)
+                                          checksum: checksum, stall: stall, timeout: timeout)
     }
 
     private func contents(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }
@@ -63,10 +63,10 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         return lstat(path, &info) == 0
     }
 
-    private static func sha256(_ data: Data) -> String {
+    private static func sha256(_ data: Data) -> Checksum {
         var hasher = HaulCore.SHA256()
         hasher.update(data)
-        return hasher.finalize()
+        return Checksum(.sha256, hex: hasher.finalize())!
     }
 
     private let policy = RetryPolicy(backoff: Backoff(base: 4, cap: 4), maxRetryAfter: 600)
@@ -185,9 +185,9 @@ final class DownloadAttemptEdgeTests: XCTestCase {
     private func checkRangeNotSatisfiableCompletesOnlyTheSameFile() async throws {
         let data = Self.data
         server.route("/whole", FaultServer.file(data, etag: Self.etag))
-        for (name, total, sha256) in [("a", Int64?(1000), String?(nil)), ("b", nil, nil), ("c", 1000, Self.sha256(data))] {
+        for (name, total, checksum) in [("a", Int64?(1000), Checksum?(nil)), ("b", nil, nil), ("c", 1000, Self.sha256(data))] {
             let temp = try tempFile(name, holding: data)
-            let outcome = try await download("/whole", into: temp, validator: .etag(Self.etag), total: total, sha256: sha256)
+            let outcome = try await download("/whole", into: temp, validator: .etag(Self.etag), total: total, checksum: checksum)
             XCTAssertEqual(outcome.result, .placed(bytes: 1000, status: 416), "stored total \(String(describing: total))")
             XCTAssertEqual(contents(temp.destination), data)
             XCTAssertFalse(exists(temp.path))
@@ -196,7 +196,7 @@ final class DownloadAttemptEdgeTests: XCTestCase {
 
         let wrong = try tempFile("wrong-sha", holding: data)
         let mismatch = try await download("/whole", into: wrong, validator: .etag(Self.etag), total: 1000,
-                                          sha256: String(repeating: "0", count: 64))
+                                          checksum: Checksum(.sha256, hex: String(repeating: "0", count: 64)))
         guard case .checksum? = mismatch.failure else { return XCTFail("a 416 skips no check: \(mismatch.result)") }
         XCTAssertFalse(exists(wrong.destination))
 
@@ -318,7 +318,7 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         let longer = data + Data([0x21])
         server.route("/understated", FaultServer.Response.ok(longer).declaringContentLength(1000))
         let checked = try tempFile("understated")
-        let outcome = try await download("/understated", into: checked, sha256: Self.sha256(longer))
+        let outcome = try await download("/understated", into: checked, checksum: Self.sha256(longer))
         guard case .checksum? = outcome.failure else { return XCTFail("\(outcome.result)") }
         XCTAssertFalse(exists(checked.destination))
     }
@@ -469,7 +469,7 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         var fetches: [(path: String, attempt: DownloadAttempt, task: Task<ContinuousClock.Instant, Never>)] = []
         for index in 0..<6 {
             let path = index.isMultiple(of: 2) ? "/slow" : "/fast"
-            let attempt = try DownloadAttempt(temp: try tempFile("t\(index)"), expectedSHA256: nil, storedValidator: nil, storedTotal: nil)
+            let attempt = try DownloadAttempt(temp: try tempFile("t\(index)"), expectedChecksum: nil, storedValidator: nil, storedTotal: nil)
             let request = FetchRequest(url: server.url(path), stallTimeout: 10)
             fetches.append((path, attempt, Task {
                 _ = await transport.fetch(request, into: attempt)
@@ -505,7 +505,7 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         let snapshot = outcome.attempt.snapshot
         XCTAssertEqual(snapshot, .init(bytesOnDisk: 300, expectedTotal: 1000, validator: .etag(Self.etag)))
         guard case .retry(_, nil, false) = policy.decide(outcome.failure!, attempt: 1) else { return XCTFail("a stall is retried") }
-        let next = try DownloadAttempt(temp: temp, expectedSHA256: nil, storedValidator: snapshot.validator, storedTotal: snapshot.expectedTotal)
+        let next = try DownloadAttempt(temp: temp, expectedChecksum: nil, storedValidator: snapshot.validator, storedTotal: snapshot.expectedTotal)
         XCTAssertEqual(next.requestHeaders, ["Range": "bytes=300-", "If-Range": Self.etag])
     }
 

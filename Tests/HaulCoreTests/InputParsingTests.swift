@@ -13,12 +13,13 @@ final class InputParsingTests: XCTestCase {
         XCTAssertEqual(parsed.url.string, "https://example.org/a/file.iso")
         XCTAssertEqual(parsed.url.hostKey, "example.org:443")
         XCTAssertEqual(parsed.destination, "/srv/out/isos/x.iso")
-        XCTAssertEqual(parsed.sha256, sha.lowercased())
+        XCTAssertEqual(parsed.checksum, Checksum(.sha256, hex: sha.lowercased()))
+        XCTAssertEqual(parsed.checksum?.description, "sha256=" + sha.lowercased())
         // Fields may be separated by tabs and runs of spaces, and followed by a comment.
         let spaced = try line("http://Example.ORG:8080/f.txt \t out=g.txt   # a note", in: resolver)
         XCTAssertEqual(spaced.url.hostKey, "example.org:8080")
         XCTAssertEqual(spaced.destination, "/srv/out/g.txt")
-        XCTAssertNil(spaced.sha256)
+        XCTAssertNil(spaced.checksum)
     }
 
     func testHostIsTheHostKeyWithoutItsPort() throws {
@@ -88,11 +89,96 @@ final class InputParsingTests: XCTestCase {
             let text = "https://e.org/x sha256=\(value)"
             guard let rejection = rejection(of: text, in: resolver) else { continue }
             if value.hasSuffix(" ") {
-                XCTAssertEqual(rejection, .malformedSHA256(String(value.dropLast())), text)
+                XCTAssertEqual(rejection, .malformedChecksum(.sha256, String(value.dropLast()), line: nil), text)
             } else {
-                XCTAssertEqual(rejection, .malformedSHA256(value), text)
+                XCTAssertEqual(rejection, .malformedChecksum(.sha256, value, line: nil), text)
             }
             XCTAssertTrue(rejection.description.contains("malformed sha256"), rejection.description)
+            XCTAssertTrue(rejection.description.contains("expected 64 hex digits"), rejection.description)
+        }
+    }
+
+    /// md5=, sha1=, sha256= and sha512= after the URL, and aria2's checksum=md5|sha-1|sha-256|
+    /// sha-512=, take hex of their algorithm's length in either case, stored lower-case.
+    func testEveryChecksumAlgorithmIsAccepted() throws {
+        for algorithm in Checksum.Algorithm.allCases {
+            let hex = String(String(repeating: "0123456789ABCDEFabcdef", count: 6).prefix(algorithm.hexDigits))
+            let expected = Checksum(algorithm, hex: hex.lowercased())
+            XCTAssertEqual(expected?.hex, hex.lowercased())
+            XCTAssertEqual(try line("https://e.org/x \(algorithm.rawValue)=\(hex)", in: resolver).checksum, expected, "\(algorithm)")
+            XCTAssertEqual(try line("https://e.org/x \(algorithm.rawValue)=\(hex) out=y", in: resolver).checksum, expected, "\(algorithm), then out=")
+            for type in [algorithm.aria2Name, algorithm.aria2Name.uppercased()] {
+                let option = InputLine.Aria2Option(line: 2, key: "checksum", value: "\(type)=\(hex)")
+                let parsed = try InputLine.parse(Array("https://e.org/x".utf8), resolver: resolver, aria2: [option])
+                XCTAssertEqual(parsed?.checksum, expected, "checksum=\(type)=")
+            }
+            XCTAssertEqual(expected.flatMap { Checksum(stored: $0.description) }, expected, "\(algorithm): stored text reads back")
+        }
+        // The field names are haul's, not aria2's, and lower-case like out=.
+        XCTAssertEqual(rejection(of: "https://e.org/x sha-1=\(String(repeating: "a", count: 40))", in: resolver),
+                       .unknownOption("sha-1=\(String(repeating: "a", count: 40))"))
+        XCTAssertEqual(rejection(of: "https://e.org/x MD5=\(String(repeating: "a", count: 32))", in: resolver),
+                       .unknownOption("MD5=\(String(repeating: "a", count: 32))"))
+    }
+
+    /// A value of the wrong length, or with a character that is not hex, is refused naming the
+    /// algorithm and the digits it takes (and, for an aria2 option, its line).
+    func testMalformedChecksumsNameTheAlgorithmAndTheDigitsExpected() throws {
+        for algorithm in Checksum.Algorithm.allCases {
+            let good = String(repeating: "a", count: algorithm.hexDigits)
+            for value in ["", String(good.dropLast()), good + "0", String(good.dropLast()) + "g", "0123"] {
+                let rejection = rejection(of: "https://e.org/x \(algorithm.rawValue)=\(value)", in: resolver)
+                XCTAssertEqual(rejection, .malformedChecksum(algorithm, value, line: nil), "\(algorithm)=\(value)")
+                let text = rejection?.description ?? ""
+                XCTAssertTrue(text.hasPrefix("malformed \(algorithm.rawValue) "), text)
+                XCTAssertTrue(text.contains("expected \(algorithm.hexDigits) hex digits"), text)
+                let option = InputLine.Aria2Option(line: 7, key: "checksum", value: "\(algorithm.aria2Name)=\(value)")
+                XCTAssertThrowsError(try InputLine.parse(Array("https://e.org/x".utf8), resolver: resolver, aria2: [option])) { error in
+                    XCTAssertEqual(error as? InputLine.Rejection, .malformedChecksum(algorithm, value, line: 7))
+                    XCTAssertTrue("\(error)".contains("on line 7"), "\(error)")
+                    XCTAssertTrue("\(error)".contains("expected \(algorithm.hexDigits) hex digits"), "\(error)")
+                }
+            }
+        }
+        // The digits of another algorithm are named as such.
+        let sha256Digits = InputLine.Rejection.malformedChecksum(.md5, String(repeating: "a", count: 64), line: nil).description
+        XCTAssertTrue(sha256Digits.contains("found 64 (the length of a sha256: give it as sha256=)"), sha256Digits)
+        let notHex = InputLine.Rejection.malformedChecksum(.sha1, String(repeating: "z", count: 40), line: nil).description
+        XCTAssertTrue(notHex.contains("not one (0-9, a-f)"), notHex)
+    }
+
+    /// One checksum per URL: a second one, of the same algorithm or another, after the URL or
+    /// on an aria2 line, refuses the line (naming the aria2 line).
+    func testASecondChecksumIsRefused() throws {
+        let md5 = String(repeating: "a", count: 32), sha1 = String(repeating: "b", count: 40)
+        XCTAssertEqual(rejection(of: "https://e.org/x md5=\(md5) sha1=\(sha1)", in: resolver),
+                       .duplicateChecksum(first: .md5, second: .sha1, line: nil))
+        XCTAssertEqual(rejection(of: "https://e.org/x md5=\(md5) md5=\(md5)", in: resolver),
+                       .duplicateChecksum(first: .md5, second: .md5, line: nil))
+        let onLine = InputLine.Aria2Option(line: 3, key: "checksum", value: "sha-1=\(sha1)")
+        XCTAssertThrowsError(try InputLine.parse(Array("https://e.org/x md5=\(md5)".utf8), resolver: resolver, aria2: [onLine])) { error in
+            XCTAssertEqual(error as? InputLine.Rejection, .duplicateChecksum(first: .md5, second: .sha1, line: 3))
+            XCTAssertTrue("\(error)".contains("sha1=") && "\(error)".contains("line 3") && "\(error)".contains("one per URL"), "\(error)")
+        }
+        let first = InputLine.Aria2Option(line: 2, key: "checksum", value: "md5=\(md5)")
+        XCTAssertThrowsError(try InputLine.parse(Array("https://e.org/x".utf8), resolver: resolver, aria2: [first, onLine])) { error in
+            XCTAssertEqual(error as? InputLine.Rejection, .duplicateChecksum(first: .md5, second: .sha1, line: 3))
+        }
+    }
+
+    /// aria2's other hash types (sha-224, sha-384, adler32…) and names that are not aria2's are
+    /// refused by line, naming the four haul takes.
+    func testAria2ChecksumTypesHaulDoesNotComputeAreRefused() {
+        for type in ["sha-224", "sha-384", "SHA-384", "sha1", "sha256", "adler32", ""] {
+            let option = InputLine.Aria2Option(line: 5, key: "checksum", value: "\(type)=\(String(repeating: "a", count: 96))")
+            XCTAssertThrowsError(try InputLine.parse(Array("https://e.org/x".utf8), resolver: resolver, aria2: [option])) { error in
+                XCTAssertEqual(error as? InputLine.Rejection, .unsupportedAria2Checksum(line: 5, type), type)
+                XCTAssertTrue("\(error)".contains("on line 5") && "\(error)".contains("md5, sha-1, sha-256, sha-512"), "\(error)")
+            }
+        }
+        let bare = InputLine.Aria2Option(line: 5, key: "checksum", value: "sha-384")
+        XCTAssertThrowsError(try InputLine.parse(Array("https://e.org/x".utf8), resolver: resolver, aria2: [bare])) { error in
+            XCTAssertEqual(error as? InputLine.Rejection, .unsupportedAria2Checksum(line: 5, "sha-384"))
         }
     }
 
@@ -118,7 +204,8 @@ final class InputParsingTests: XCTestCase {
         XCTAssertEqual(rejection(of: "https://e.org/x https://e.org/y", in: resolver), .unknownOption("https://e.org/y"))
         XCTAssertEqual(rejection(of: "https://e.org/x out=a out=b", in: resolver), .duplicateOption("out"))
         let sha = String(repeating: "a", count: 64)
-        XCTAssertEqual(rejection(of: "https://e.org/x sha256=\(sha) sha256=\(sha)", in: resolver), .duplicateOption("sha256"))
+        XCTAssertEqual(rejection(of: "https://e.org/x sha256=\(sha) sha256=\(sha)", in: resolver),
+                       .duplicateChecksum(first: .sha256, second: .sha256, line: nil))
         XCTAssertTrue(InputLine.Rejection.unknownOption("foo=bar").description.contains("unknown field 'foo=bar'"))
     }
 
@@ -158,7 +245,7 @@ final class InputParsingTests: XCTestCase {
         XCTAssertEqual(argumentSummary.added, 1)
     }
 
-    /// aria2c's input format: indented out=, dir= and checksum=sha-256= lines belong to the URL
+    /// aria2c's input format: indented out=, dir= and checksum= lines belong to the URL
     /// line above them (values may hold spaces); any other option refuses that record, by line;
     /// option lines after a blank line, a comment or nothing are refused; records cross batches.
     func testAria2InputFilesAreRead() throws {
@@ -199,11 +286,11 @@ final class InputParsingTests: XCTestCase {
         XCTAssertEqual(rejections.entries.map(\.line), [7, 10, 13, 15, 16, 18])
         XCTAssertEqual(rejections.entries.map(\.reason), [
             .unsupportedAria2Option(line: 8, "header"), .duplicateOption("out"), .aria2OptionWithoutURL, .aria2OptionWithoutURL,
-            .aria2FolderOutside("/etc"), .unsupportedAria2Option(line: 19, "checksum=md5"),
+            .aria2FolderOutside("/etc"), .malformedChecksum(.md5, "0123", line: 19),
         ])
         let jobs = try queue.list(JobFilter())
         XCTAssertEqual(jobs.map(\.destination), [directory.file("isos/2026/disc one.iso"), directory.file("other/b.bin"), directory.file("g")])
-        XCTAssertEqual(jobs.first?.sha256, sha)
+        XCTAssertEqual(jobs.first?.checksum, "sha256=\(sha)")
         XCTAssertEqual(summary.added, 3)
     }
 

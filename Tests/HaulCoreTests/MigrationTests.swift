@@ -38,7 +38,8 @@ final class MigrationTests: XCTestCase {
     }
 
     func testMigrationVersionsAreUniqueAndConsecutiveFromOne() {
-        XCTAssertEqual(Migration.embedded.map(\.version), Array(1...Migration.embedded.count))
+        let versions = Migration.embedded.map(\.version)
+        XCTAssertEqual(versions, Array(1...(versions.max() ?? 0)), "migrations are numbered 1, 2, 3… in order, with no gap")
     }
 
     // MARK: - Applying
@@ -84,7 +85,8 @@ final class MigrationTests: XCTestCase {
             let path = directory.file("v\(applied).db")
             do {
                 let old = try Database(path: path, migrations: Array(Migration.embedded.prefix(applied)))
-                XCTAssertEqual(try Migrator.appliedVersions(old).map(\.version), Array(1...applied))
+                let oldVersions = Migration.embedded.prefix(applied).map(\.version)
+                XCTAssertEqual(try Migrator.appliedVersions(old).map(\.version), oldVersions)
                 // Rows written the way a haul of that version would: plain SQL, no counters.
                 try old.execute("""
                     INSERT INTO hosts (id, host) VALUES (1, 'a.example:443'), (2, 'b.example:80'), (3, 'c.example:443');
@@ -98,6 +100,10 @@ final class MigrationTests: XCTestCase {
                         ('http://b.example/7',  2, '/d/7', 7, 'cancelled', 1000,  5,   1, 1),
                         ('http://b.example/8',  2, '/d/8', 8, 'done',      400,   400, 1, 1);
                     """)
+                // Before 0006 the one checksum was a sha256, in its own column, as bare hex.
+                let checksumColumn = oldVersions.contains(6) ? "checksum" : "sha256"
+                let checksumValue = oldVersions.contains(6) ? "sha256=" + Self.sha256 : Self.sha256
+                try old.run("UPDATE jobs SET \(checksumColumn) = ? WHERE url IN ('https://a.example/1', 'http://b.example/6')", checksumValue)
                 if applied >= 2 {
                     // From version 2 on, haul's own add keeps the counters of inserted rows.
                     try old.execute("""
@@ -127,15 +133,25 @@ final class MigrationTests: XCTestCase {
             XCTAssertEqual(try database.rows("SELECT host, queued FROM hosts ORDER BY id") { "\($0.string(0)) \($0.int(1))" },
                            ["a.example:443 2", "b.example:80 1", "c.example:443 0"], "from v\(applied)")
             try assertCountersConsistent(database)
+            // A sha256 stored before 0006 is still the job's checksum.
+            let checksums = try database.rows("SELECT url, checksum FROM jobs WHERE checksum IS NOT NULL ORDER BY id") {
+                "\($0.string(0)) \($0.string(1))"
+            }
+            XCTAssertEqual(checksums, ["https://a.example/1 sha256=\(Self.sha256)", "http://b.example/6 sha256=\(Self.sha256)"], "from v\(applied)")
             // The upgraded database works as a queue, and its triggers keep the counters.
             let queue = JobQueue(database: database)
             let leases = try queue.claim(ClaimRequest(limit: 10, perHostCap: 10))
             XCTAssertEqual(Set(leases.map(\.job.url)), ["https://a.example/1", "https://a.example/2", "http://b.example/5"])
+            let claimed = try XCTUnwrap(leases.first { $0.job.url == "https://a.example/1" }?.job.checksum, "from v\(applied)")
+            XCTAssertEqual(Checksum(stored: claimed), Checksum(.sha256, hex: Self.sha256), "from v\(applied)")
             try assertCountersConsistent(database)
             XCTAssertEqual(try queue.status().counts[.running], 4)
             XCTAssertEqual(try QueueInvariants.integrityCheck(database), ["ok"])
         }
     }
+
+    /// The sha256 of "abc", as a database of any version holds it for a job.
+    private static let sha256 = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 
     // MARK: - Files haul must refuse, untouched
 

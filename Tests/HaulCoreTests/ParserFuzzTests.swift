@@ -167,9 +167,13 @@ final class ParserFuzzTests: XCTestCase {
         switch random.next() % 10 {
         case 0...3:
             return "out=" + (random.next() % 3 == 0 ? awkwardText(outPieces, &random) : join(outPieces, count: 0...6, &random))
-        case 4: return "sha256=" + String((0..<64).map { _ in pick(hex, &random) })
-        case 5: return "sha256=" + String((0..<Int.random(in: 0...70, using: &random)).map { _ in pick(hex + ["g", "é", " "], &random) })
-        case 6: return pick(["#", "# comment", "#out=../x", "foo=bar", "out", "OUT=x", "out:x", "sha256", "=", "out=="], &random)
+        case 4:
+            let algorithm = pick(Checksum.Algorithm.allCases, &random)
+            return algorithm.rawValue + "=" + String((0..<algorithm.hexDigits).map { _ in pick(hex, &random) })
+        case 5:
+            return pick(Checksum.Algorithm.allCases, &random).rawValue + "="
+                + String((0..<Int.random(in: 0...140, using: &random)).map { _ in pick(hex + ["g", "é", " "], &random) })
+        case 6: return pick(["#", "# comment", "#out=../x", "foo=bar", "out", "OUT=x", "out:x", "sha256", "md5", "SHA1=0", "=", "out=="], &random)
         case 7: return randomURL(&random)
         default: return "out=" + pick(outPieces, &random) + "/" + pick(outPieces, &random)
         }
@@ -230,8 +234,9 @@ final class ParserFuzzTests: XCTestCase {
             if parsed.url.string.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) {
                 violations.add("\(shown()): URL with a space or control character")
             }
-            if let sha = parsed.sha256, sha.utf8.count != 64 || !sha.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) {
-                violations.add("\(shown()): sha256 \(sha)")
+            if let checksum = parsed.checksum, checksum.hex.utf8.count != checksum.algorithm.hexDigits
+                || !checksum.hex.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) {
+                violations.add("\(shown()): \(checksum)")
             }
             if let why = Self.violation(of: parsed.destination, folder: resolver.directory, physicalFolder: fixture.physicalOut) {
                 violations.add("\(shown()) → \(parsed.destination.debugDescription): \(why)")
@@ -242,7 +247,7 @@ final class ParserFuzzTests: XCTestCase {
         XCTAssertGreaterThan(accepted, 2_000, "\(rejections)")
         XCTAssertGreaterThan(acceptedWithOut, 500)
         XCTAssertGreaterThan(blank, 50)
-        for kind in ["containsNUL", "invalidUTF8", "url", "destination", "malformedSHA256", "unknownOption", "duplicateOption"] {
+        for kind in ["containsNUL", "invalidUTF8", "url", "destination", "malformedChecksum", "duplicateChecksum", "unknownOption", "duplicateOption"] {
             XCTAssertGreaterThan(rejections[kind] ?? 0, 20, "\(kind) is barely exercised: \(rejections)")
         }
     }
@@ -254,12 +259,13 @@ final class ParserFuzzTests: XCTestCase {
         case .invalidUTF8: return "invalidUTF8"
         case .url: return "url"
         case .destination: return "destination"
-        case .malformedSHA256: return "malformedSHA256"
+        case .malformedChecksum: return "malformedChecksum"
+        case .duplicateChecksum: return "duplicateChecksum"
         case .unknownOption: return "unknownOption"
         case .duplicateOption: return "duplicateOption"
         case .destinationTaken: return "destinationTaken"
         case .destinationKeyCollision: return "destinationKeyCollision"
-        case .unsupportedAria2Option, .aria2OptionWithoutURL, .aria2FolderOutside: return "aria2"
+        case .unsupportedAria2Option, .unsupportedAria2Checksum, .aria2OptionWithoutURL, .aria2FolderOutside: return "aria2"
         }
     }
 

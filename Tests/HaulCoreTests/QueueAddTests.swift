@@ -96,10 +96,36 @@ final class QueueAddTests: XCTestCase {
         XCTAssertEqual(job.nextAttemptAt, 0)
         XCTAssertNil(job.leaseToken)
         XCTAssertNil(job.expectedBytes)
-        XCTAssertEqual(job.sha256, sha)
+        XCTAssertEqual(job.checksum, "sha256=\(sha)")
         XCTAssertEqual(job.createdAt, 1_000_000)
         XCTAssertEqual(job.destination, directory.path + "/f")
         XCTAssertEqual(try queue.status().unknownSize, 1)
+    }
+
+    /// Every algorithm's checksum is stored as ALGORITHM=HEX, lower-case, through the multi-row
+    /// insert and through the one-row insert of a name that gives way to a suffixed one.
+    func testEveryChecksumIsStoredWithItsAlgorithm() throws {
+        let (queue, directory) = try makeQueue()
+        var lines: [String] = []
+        var expected: [String: String] = [:]  // URL → stored checksum
+        for (index, algorithm) in Checksum.Algorithm.allCases.enumerated() {
+            let hex = String(repeating: "Ab", count: algorithm.hexDigits / 2)
+            // Two hosts, one file name: the second line's job gets a suffixed name.
+            for host in ["a", "b"] {
+                lines.append("https://\(host).example/f\(index) \(algorithm.rawValue)=\(hex)")
+                expected["https://\(host).example/f\(index)"] = "\(algorithm.rawValue)=\(hex.lowercased())"
+            }
+        }
+        lines.append("https://a.example/none")
+        let outcomes = try add(lines, to: queue, in: directory.path)
+        XCTAssertEqual(outcomes.compactMap(\.jobID).count, lines.count, "\(outcomes)")
+        let jobs = try queue.list(JobFilter())
+        XCTAssertEqual(jobs.count, lines.count)
+        for job in jobs { XCTAssertEqual(job.checksum, expected[job.url], job.url) }
+        XCTAssertEqual(jobs.filter { ($0.destination as NSString).lastPathComponent.contains("-") }.count, Checksum.Algorithm.allCases.count, "the suffixed names")
+        for job in jobs {
+            if let stored = job.checksum { XCTAssertEqual(Checksum(stored: stored)?.description, stored) }
+        }
     }
 
     func testALargeBatchThroughTheImporterKeepsCountersRight() throws {

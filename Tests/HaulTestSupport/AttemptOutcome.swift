@@ -22,9 +22,9 @@ public struct AttemptOutcome {
     /// One attempt at `url` into `temp` through `transport`, resuming when `validator` is given
     /// and `temp` has bytes.
     public static func download(_ url: URL, with transport: any Transport, into temp: TempFile,
-                                validator: Validator? = nil, total: Int64? = nil, sha256: String? = nil,
+                                validator: Validator? = nil, total: Int64? = nil, checksum: Checksum? = nil,
                                 stall: TimeInterval = 10, timeout: TimeInterval? = nil) async throws -> AttemptOutcome {
-        let attempt = try DownloadAttempt(temp: temp, expectedSHA256: sha256, storedValidator: validator, storedTotal: total)
+        let attempt = try DownloadAttempt(temp: temp, expectedChecksum: checksum, storedValidator: validator, storedTotal: total)
         let request = FetchRequest(url: url, headers: attempt.requestHeaders, stallTimeout: stall, totalTimeout: timeout)
         let fetch = await transport.fetch(request, into: attempt)
         return AttemptOutcome(result: place(attempt.verify(fetch)), fetch: fetch, attempt: attempt)

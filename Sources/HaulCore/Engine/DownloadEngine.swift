@@ -241,6 +241,15 @@ private final class Runner: @unchecked Sendable {
         } catch {
             return .prepareFailed(token: token, .unsafeDestination(String(describing: error)))
         }
+        var checksum: Checksum? = nil
+        if let stored = job.checksum {
+            // Only a database changed by hand holds another text: never fetch such a job unchecked.
+            guard let parsed = Checksum(stored: stored) else {
+                return .prepareFailed(token: token, .refused(
+                    "the jobs table holds checksum '\(stored.prefix(40))' for job \(job.id), which is not ALGORITHM=HEX (md5, sha1, sha256 or sha512); correct it there (or set it to NULL), then haul retry \(job.id)"))
+            }
+            checksum = parsed
+        }
         let policy = options.ifExists ?? job.ifExists
         var mode: Placement.Mode = switch policy {
         case .skip: .keepExisting
@@ -253,15 +262,15 @@ private final class Runner: @unchecked Sendable {
         case .haulsOwn:
             mode = .replace
         case .usersFile(let size) where policy == .skip:
-            guard let expected = job.sha256 else { return .transferEnded(token: token, .kept(size: size), resumedFrom: 0) }
+            guard let expected = checksum else { return .transferEnded(token: token, .kept(size: size), resumedFrom: 0) }
             Self.fileQueue.async {
                 let event: EngineCore.Event
                 do {
-                    let actual = try ExistingFile.sha256(of: job.destination)
-                    event = actual == expected
+                    let actual = try ExistingFile.digest(of: job.destination, expected.algorithm)
+                    event = actual == expected.hex
                         ? .transferEnded(token: token, .kept(size: size), resumedFrom: 0)
                         : .prepareFailed(token: token, .refused(
-                            "the file already at \(job.destination) does not match the sha256 given (it has \(actual)); it was left alone: remove it, or add the URL with --if-exists replace"))
+                            "the file already at \(job.destination) does not match the \(expected.algorithm.rawValue) given (it has \(actual)); it was left alone: remove it, or add the URL with --if-exists replace"))
                 } catch {
                     event = .prepareFailed(token: token, .disk(String(describing: error)))
                 }
@@ -277,7 +286,7 @@ private final class Runner: @unchecked Sendable {
         let storedValidator: Validator? = job.etag.map(Validator.etag) ?? job.lastModified.map(Validator.lastModified)
         do {
             let attempt = try DownloadAttempt(
-                temp: temp, expectedSHA256: job.sha256, storedValidator: storedValidator,
+                temp: temp, expectedChecksum: checksum, storedValidator: storedValidator,
                 storedTotal: job.expectedBytes.map(Int64.init),
                 onAccepted: { [weak self] snapshot in
                     // Record the validator and length before the body, so a kill -9 mid-body can

@@ -1,14 +1,14 @@
 import Foundation
 
-/// One parsed line of a URL list: `URL [out=RELATIVE/PATH] [sha256=HEX]`.
+/// One parsed line of a URL list: `URL [out=RELATIVE/PATH] [md5=|sha1=|sha256=|sha512=HEX]`.
 ///
-/// Guarantees: a parsed line has an http(s) URL, a destination inside the output folder, and a
-/// sha256 (when given) of exactly 64 lower-case hex digits. Anything else is a `Rejection`
-/// whose description names the reason.
+/// Guarantees: a parsed line has an http(s) URL, a destination inside the output folder, and at
+/// most one checksum (a `Checksum`: the right number of lower-case hex digits for its
+/// algorithm). Anything else is a `Rejection` whose description names the reason.
 public struct InputLine: Sendable, Equatable {
     public let url: HTTPURL
     public let destination: String
-    public let sha256: String?
+    public let checksum: Checksum?
     /// True when the destination was made from the URL (no `out=` given): then a name another
     /// URL already holds gives way to a suffixed one (see `JobQueue.add`), where an `out=` is
     /// rejected.
@@ -21,13 +21,19 @@ public struct InputLine: Sendable, Equatable {
         case invalidUTF8
         case url(HTTPURL.ParseError)
         case destination(DestinationResolver.Rejection)
-        case malformedSHA256(String)
+        /// A checksum's value is not its algorithm's number of hex digits (the value; the
+        /// line of the aria2 option that gave it, nil when it followed the URL).
+        case malformedChecksum(Checksum.Algorithm, String, line: Int?)
+        /// A second checksum for one URL (the second's line when an aria2 option gave it).
+        case duplicateChecksum(first: Checksum.Algorithm, second: Checksum.Algorithm, line: Int?)
         case unknownOption(String)
         case duplicateOption(String)
         case destinationTaken(byJob: Int, url: String)
         case destinationKeyCollision(byJob: Int)
         /// An aria2 option line haul does not take (its line number, the option).
         case unsupportedAria2Option(line: Int, String)
+        /// An aria2 `checksum=TYPE=…` of a type haul does not compute (its line number, TYPE).
+        case unsupportedAria2Checksum(line: Int, String)
         /// An indented aria2 option line with no URL line before it.
         case aria2OptionWithoutURL
         /// `dir=` naming a folder outside the output folder.
@@ -40,16 +46,34 @@ public struct InputLine: Sendable, Equatable {
             case .invalidUTF8: return "line is not valid UTF-8"
             case .url(let error): return error.description
             case .destination(let error): return error.description
-            case .malformedSHA256(let value):
+            case .malformedChecksum(let algorithm, let value, let line):
                 let shown = value.count > 20 ? String(value.prefix(20)) + "…" : value
-                return "malformed sha256 '\(shown)': expected 64 hex digits"
+                var text = "malformed \(algorithm.rawValue) '\(shown)'\(line.map { " (checksum= on line \($0))" } ?? ""): expected \(algorithm.hexDigits) hex digits"
+                if !value.utf8.allSatisfy(HTTPURL.isHexDigit) {
+                    text += ", found a character that is not one (0-9, a-f)"
+                } else {
+                    text += ", found \(value.utf8.count)"
+                    if let other = Checksum.Algorithm.allCases.first(where: { $0.hexDigits == value.utf8.count }) {
+                        text += " (the length of a \(other.rawValue): give it as \(other.rawValue)=)"
+                    }
+                }
+                return text
+            case .duplicateChecksum(let first, let second, let line):
+                let place = line.map { " (checksum= on line \($0))" } ?? ""
+                return first == second
+                    ? "\(second.rawValue)= given twice\(place)"
+                    : "a second checksum, \(second.rawValue)=\(place), after \(first.rawValue)=: haul checks one per URL; keep one"
             case .unknownOption(let token):
                 let shown = token.count > 40 ? String(token.prefix(40)) + "…" : token
-                return "unknown field '\(shown)' (expected out=PATH or sha256=HEX after the URL)"
+                return "unknown field '\(shown)' (expected out=PATH, or one checksum: md5=, sha1=, sha256= or sha512=HEX, after the URL)"
             case .duplicateOption(let key): return "\(key)= given twice"
             case .destinationTaken(let job, let url): return "destination already taken by job \(job) (\(HTTPURL.redact(url)))"
             case .unsupportedAria2Option(let line, let key):
-                return "aria2 option '\(key)' on line \(line) is not supported (haul takes out=, dir= and checksum=sha-256=…); the URL is not queued"
+                return "aria2 option '\(key)' on line \(line) is not supported (haul takes out=, dir= and checksum=); the URL is not queued"
+            case .unsupportedAria2Checksum(let line, let type):
+                let shown = type.count > 20 ? String(type.prefix(20)) + "…" : type
+                let known = Checksum.Algorithm.allCases.map(\.aria2Name).joined(separator: ", ")
+                return "checksum type '\(shown)' on line \(line) is not supported (haul checks \(known)); the URL is not queued"
             case .aria2OptionWithoutURL:
                 return "indented option line (aria2 format) with no URL line right before it"
             case .aria2FolderOutside(let folder):
@@ -84,7 +108,8 @@ public struct InputLine: Sendable, Equatable {
 
     /// Parses one line, with the aria2 option lines that followed it. Returns nil for blank lines
     /// and `#` comments. Of aria2's options, `out=` names the file, `dir=` a folder for it inside
-    /// the output folder, `checksum=sha-256=HEX` its sha256; any other refuses the whole record.
+    /// the output folder, `checksum=TYPE=HEX` its checksum (TYPE md5, sha-1, sha-256 or sha-512);
+    /// any other refuses the whole record.
     public static func parse(_ bytes: [UInt8], resolver: DestinationResolver,
                              aria2: [Aria2Option] = []) throws(Rejection) -> InputLine? {
         guard !bytes.contains(0) else { throw .containsNUL }
@@ -94,7 +119,7 @@ public struct InputLine: Sendable, Equatable {
             guard let text = String(validating: bytes, as: UTF8.self) else { throw .invalidUTF8 }
             let url: HTTPURL
             do { url = try HTTPURL(text) } catch { throw .url(error) }
-            do { return InputLine(url: url, destination: try resolver.defaultDestination(for: url), sha256: nil, namedByURL: true) }
+            do { return InputLine(url: url, destination: try resolver.defaultDestination(for: url), checksum: nil, namedByURL: true) }
             catch { throw .destination(error) }
         }
         // Split on spaces and tabs at the byte level (both are ASCII, so UTF-8 is split safely).
@@ -104,18 +129,22 @@ public struct InputLine: Sendable, Equatable {
         let url: HTTPURL
         do { url = try HTTPURL(String(decoding: first, as: UTF8.self)) } catch { throw .url(error) }
         var out: String? = nil
-        var sha256: String? = nil
+        var checksum: Checksum? = nil
+        /// Takes the line's one checksum (`line`: the aria2 option line that gave it).
+        func take(_ algorithm: Checksum.Algorithm, _ value: String, line: Int?) throws(Rejection) {
+            if let checksum { throw .duplicateChecksum(first: checksum.algorithm, second: algorithm, line: line) }
+            guard let parsed = Checksum(algorithm, hex: value) else { throw .malformedChecksum(algorithm, value, line: line) }
+            checksum = parsed
+        }
         for fieldBytes in fields.dropFirst() {
             if fieldBytes.first == UInt8(ascii: "#") { break }  // trailing comment
             let field = String(decoding: fieldBytes, as: UTF8.self)
             if field.hasPrefix("out=") {
                 guard out == nil else { throw .duplicateOption("out") }
                 out = String(field.dropFirst(4))
-            } else if field.hasPrefix("sha256=") {
-                guard sha256 == nil else { throw .duplicateOption("sha256") }
-                let value = String(field.dropFirst(7))
-                guard value.utf8.count == 64, value.utf8.allSatisfy(HTTPURL.isHexDigit) else { throw .malformedSHA256(value) }
-                sha256 = value.lowercased()
+            } else if let equals = field.firstIndex(of: "="),
+                      let algorithm = Checksum.Algorithm(rawValue: String(field[..<equals])) {
+                try take(algorithm, String(field[field.index(after: equals)...]), line: nil)
             } else {
                 throw .unknownOption(field)
             }
@@ -129,13 +158,15 @@ public struct InputLine: Sendable, Equatable {
             case "dir":
                 guard folder == nil else { throw .duplicateOption("dir") }
                 folder = option.value
-            case "checksum" where option.value.lowercased().hasPrefix("sha-256="):
-                guard sha256 == nil else { throw .duplicateOption("sha256") }
-                let value = String(option.value.dropFirst(8))
-                guard value.utf8.count == 64, value.utf8.allSatisfy(HTTPURL.isHexDigit) else { throw .malformedSHA256(value) }
-                sha256 = value.lowercased()
+            case "checksum":
+                // aria2's TYPE=DIGEST, TYPE in any case.
+                let type = String(option.value.prefix { $0 != "=" })
+                guard let algorithm = Checksum.Algorithm(aria2Name: type) else {
+                    throw .unsupportedAria2Checksum(line: option.line, type)
+                }
+                try take(algorithm, String(option.value.dropFirst(type.count + 1)), line: option.line)
             default:
-                throw .unsupportedAria2Option(line: option.line, option.key == "checksum" ? "checksum=\(option.value.prefix { $0 != "=" })" : option.key)
+                throw .unsupportedAria2Option(line: option.line, option.key)
             }
         }
         let destination: String
@@ -155,7 +186,7 @@ public struct InputLine: Sendable, Equatable {
             if let folder, folder.hasPrefix("/") { throw .aria2FolderOutside(folder) }
             throw .destination(error)
         }
-        return InputLine(url: url, destination: destination, sha256: sha256, namedByURL: out == nil)
+        return InputLine(url: url, destination: destination, checksum: checksum, namedByURL: out == nil)
     }
 
     /// A line `parse` skips: only spaces and tabs, or a `#` comment.

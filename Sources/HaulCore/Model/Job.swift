@@ -20,7 +20,10 @@ public struct Job: Sendable, Equatable {
     public let receivedBytes: Int
     public let etag: String?
     public let lastModified: String?
-    public let sha256: String?
+    /// The checksum the download must match, as stored: `ALGORITHM=HEX` (see `Checksum`), or
+    /// nil when none was given. Kept as text so a value `Checksum` cannot read (a database
+    /// changed by hand) fails the job instead of skipping the check.
+    public let checksum: String?
     public let createdAt: Int
     public let updatedAt: Int
     public let finishedAt: Int?
@@ -61,7 +64,7 @@ public struct Job: Sendable, Equatable {
         receivedBytes = 0
         self.etag = etag
         self.lastModified = lastModified
-        sha256 = nil
+        checksum = nil
         self.createdAt = createdAt
         updatedAt = createdAt
         finishedAt = nil

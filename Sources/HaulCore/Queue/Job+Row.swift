@@ -9,7 +9,7 @@ extension Job {
         let t = table
         return "\(t)id, \(t)url, \(host), \(t)destination, \(t)state, \(t)attempts, \(t)max_attempts, \(t)next_attempt_at, "
             + "\(t)lease_token, \(t)lease_owner, \(t)lease_expires_at, \(t)last_status, \(t)last_error, \(t)expected_bytes, "
-            + "\(t)received_bytes, \(t)etag, \(t)last_modified, \(t)sha256, \(t)created_at, \(t)updated_at, \(t)finished_at, \(t)profile_id, \(t)host_id, "
+            + "\(t)received_bytes, \(t)etag, \(t)last_modified, \(t)checksum, \(t)created_at, \(t)updated_at, \(t)finished_at, \(t)profile_id, \(t)host_id, "
             + "\(t)if_exists, \(t)kept, \(t)placed_path, \(t)placed_size, \(t)placed_mtime, \(t)placed_inode, \(t)placed_ctime"
     }
 
@@ -31,7 +31,7 @@ extension Job {
         receivedBytes = row.int(14)
         etag = row.optionalString(15)
         lastModified = row.optionalString(16)
-        sha256 = row.optionalString(17)
+        checksum = row.optionalString(17)
         createdAt = row.int(18)
         updatedAt = row.int(19)
         finishedAt = row.optionalInt(20)

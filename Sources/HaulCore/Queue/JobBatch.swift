@@ -7,12 +7,12 @@
 /// appended, on the parsing thread, so the writing thread only binds and inserts.
 struct JobBatch: Sendable {
     struct Entry: Sendable {
-        /// Where the line's URL starts in `text`; its destination follows it, then its sha256.
+        /// Where the line's URL starts in `text`; its destination follows it, then its checksum.
         var offset: Int
         var urlLength: Int32
         var destinationLength: Int32
-        /// 0, or 64 when the line gave a sha256.
-        var sha256Length: Int32
+        /// 0, or the length of the line's checksum as stored (`Checksum.description`).
+        var checksumLength: Int32
         /// Index into `hosts`.
         var host: Int32
         /// `JobQueue.destinationKey(destination)`.
@@ -56,12 +56,12 @@ struct JobBatch: Sendable {
         let offset = text.count
         let urlLength = append(line.url.string)
         let destinationLength = append(line.destination)
-        let sha256Length = line.sha256.map { append($0) } ?? 0
+        let checksumLength = line.checksum.map { append($0.description) } ?? 0
         let key = text.withUnsafeBufferPointer {
             JobQueue.destinationKey(UnsafeBufferPointer(rebasing: $0[(offset + urlLength)..<(offset + urlLength + destinationLength)]))
         }
         entries.append(Entry(offset: offset, urlLength: Int32(urlLength), destinationLength: Int32(destinationLength),
-                             sha256Length: Int32(sha256Length), host: host, key: key, namedByURL: line.namedByURL))
+                             checksumLength: Int32(checksumLength), host: host, key: key, namedByURL: line.namedByURL))
     }
 
     /// The entries to insert, and those to leave out, each in order.
@@ -98,10 +98,11 @@ struct JobBatch: Sendable {
         return string(entry.offset, Int(entry.urlLength))
     }
 
-    func sha256(_ index: Int) -> String? {
+    /// The entry's checksum as stored (`md5=HEX`), or nil.
+    func checksum(_ index: Int) -> String? {
         let entry = entries[index]
-        guard entry.sha256Length > 0 else { return nil }
-        return string(entry.offset + Int(entry.urlLength) + Int(entry.destinationLength), Int(entry.sha256Length))
+        guard entry.checksumLength > 0 else { return nil }
+        return string(entry.offset + Int(entry.urlLength) + Int(entry.destinationLength), Int(entry.checksumLength))
     }
 
     func destination(_ index: Int) -> String {

@@ -96,7 +96,7 @@ extension JobQueue {
                 let key = Self.destinationKey(destination)
                 let insert = try database.statement(Self.singleInsertSQL)
                 defer { insert.reset() }
-                try insert.run([maxAttempts, now, batch.url(index), hostIDs[Int(entry.host)], destination, key, batch.sha256(index)])
+                try insert.run([maxAttempts, now, batch.url(index), hostIDs[Int(entry.host)], destination, key, batch.checksum(index)])
                 if database.changes == 1 {
                     outcomes[index] = .added(jobID: database.lastInsertRowID)
                     addedPerHost[Int(entry.host)] += 1
@@ -148,7 +148,7 @@ extension JobQueue {
         try batch.text.withUnsafeBufferPointer { text in
             guard let base = text.baseAddress else { return }
             defer { insert.reset() }  // also drops the pointers into `text`
-            // Every row binds its own url, host, destination, key and sha256; the values shared
+            // Every row binds its own url, host, destination, key and checksum; the values shared
             // by the batch are bound once, as ?1 and ?2.
             try insert.bind(maxAttempts, at: 1)
             try insert.bind(now, at: 2)
@@ -161,9 +161,9 @@ extension JobQueue {
                 try insert.bind(hostIDs[Int(entry.host)], at: first + 1)
                 try insert.bindStatic(text: destinationStart, count: Int(entry.destinationLength), at: first + 2)
                 try insert.bind(entry.key, at: first + 3)
-                if entry.sha256Length > 0 {
+                if entry.checksumLength > 0 {
                     try insert.bindStatic(text: destinationStart + Int(entry.destinationLength),
-                                          count: Int(entry.sha256Length), at: first + 4)
+                                          count: Int(entry.checksumLength), at: first + 4)
                 } else {
                     try insert.bindNull(at: first + 4)
                 }
@@ -191,7 +191,7 @@ extension JobQueue {
     }
 
     /// `INSERT … VALUES (…), (…), …` for `rows` rows: ?1 is max_attempts, ?2 the time, and row
-    /// r binds url, host_id, destination, destination_key and sha256 at ?(3+5r) … ?(7+5r).
+    /// r binds url, host_id, destination, destination_key and checksum at ?(3+5r) … ?(7+5r).
     ///
     /// `OR IGNORE`, not `ON CONFLICT (destination_key) DO NOTHING`: a multi-row statement that
     /// may abort keeps a statement journal, a copy of every page it touches first (with random
@@ -204,7 +204,7 @@ extension JobQueue {
     /// a bulk add. The ids of inserted rows are known without it (see `JobIDs`).
     static func insertSQL(rows: Int) -> String {
         var sql = """
-            INSERT OR IGNORE INTO jobs (url, host_id, destination, destination_key, max_attempts, sha256, created_at, updated_at) VALUES
+            INSERT OR IGNORE INTO jobs (url, host_id, destination, destination_key, max_attempts, checksum, created_at, updated_at) VALUES
             """
         for row in 0..<rows {
             let p = 3 + row * 5

@@ -13,8 +13,9 @@ import Synchronization
 ///   validator; anything else starts from zero, and a partial file that had a validator is
 ///   never overwritten in this attempt (the caller first forgets the validator, then starts
 ///   over: see `Failure.mustRestart`), so no file is ever spliced from two versions;
-/// - the destination is written only by `VerifiedFile.place`, after the length (and sha256, when
-///   given) checked out.
+/// - the destination is written only by `VerifiedFile.place`, after the length (and checksum,
+///   when given) checked out; the checksum is computed over every byte kept, the partial file's
+///   included when resuming.
 public final class DownloadAttempt: BodySink {
     /// Why an attempt did not place its file. The scheduler's retry policy decides what follows.
     public enum Failure: Sendable, Equatable, CustomStringConvertible {
@@ -33,7 +34,8 @@ public final class DownloadAttempt: BodySink {
         case mustRestart(String)
         /// The body was shorter or longer than announced.
         case length(String)
-        case checksum(expected: String, actual: String)
+        /// The body's digest is not the one the job gives (both as lower-case hex).
+        case checksum(Checksum.Algorithm, expected: String, actual: String)
         /// Writing the temp file or placing it failed (disk full, permissions…).
         case disk(String)
         /// The way to the destination changed so that writing there could leave the output folder.
@@ -57,7 +59,8 @@ public final class DownloadAttempt: BodySink {
             case .transport(let why), .unreachable(let why), .badRedirect(let why), .encoding(let why), .mustRestart(let why),
                  .length(let why), .disk(let why), .unsafeDestination(let why), .refused(let why):
                 return why
-            case .checksum(let expected, let actual): return "sha256 mismatch: expected \(expected), got \(actual)"
+            case .checksum(let algorithm, let expected, let actual):
+                return "\(algorithm.rawValue) mismatch: expected \(expected), got \(actual)"
             case .cancelled: return "cancelled"
             }
         }
@@ -84,13 +87,13 @@ public final class DownloadAttempt: BodySink {
         var written: Int64 = 0
         var expectedTotal: Int64?
         var validator: Validator?
-        var hasher: SHA256?
+        var hasher: (any StreamingDigest)?
         var failure: Failure?
         var status: Int?
     }
 
     public let temp: TempFile
-    public let expectedSHA256: String?
+    public let expectedChecksum: Checksum?
     /// Where this attempt continues from (0: from scratch).
     public let resumeOffset: Int64
     private let storedValidator: Validator?
@@ -103,11 +106,11 @@ public final class DownloadAttempt: BodySink {
     ///   - storedTotal: the total length recorded for the partial file, if any.
     /// - Parameter onAccepted: called once the head is accepted, before any body byte is written,
     ///   with what is then known (total length, validator), so it can be recorded for a resume.
-    public init(temp: TempFile, expectedSHA256: String?, storedValidator: Validator?, storedTotal: Int64?,
+    public init(temp: TempFile, expectedChecksum: Checksum?, storedValidator: Validator?, storedTotal: Int64?,
                 onAccepted: @escaping @Sendable (Snapshot) -> Void = { _ in }) throws {
         self.onAccepted = onAccepted
         self.temp = temp
-        self.expectedSHA256 = expectedSHA256
+        self.expectedChecksum = expectedChecksum
         let (descriptor, existing) = try temp.open()
         let resume = existing > 0 && storedValidator != nil && (storedTotal.map { existing <= $0 } ?? true)
         if !resume && existing > 0 && ftruncate(descriptor, 0) != 0 {
@@ -122,10 +125,13 @@ public final class DownloadAttempt: BodySink {
         initial.written = resumeOffset
         initial.expectedTotal = resume ? storedTotal : nil
         initial.validator = self.storedValidator
-        if expectedSHA256 != nil {
-            var hasher = SHA256()
+        if let expectedChecksum {
+            var hasher = expectedChecksum.algorithm.makeDigest()
             if resume {
-                do { try Self.hashPrefix(of: descriptor, path: temp.path, length: existing, into: &hasher) } catch {
+                do {
+                    try Self.hashPrefix(of: descriptor, path: temp.path, length: existing, into: &hasher,
+                                        algorithm: expectedChecksum.algorithm)
+                } catch {
                     close(initial.descriptor)
                     throw error
                 }
@@ -267,7 +273,7 @@ public final class DownloadAttempt: BodySink {
         return nil
     }
 
-    /// Ends the attempt: checks the response and the body (length, sha256) and, when they check
+    /// Ends the attempt: checks the response and the body (length, checksum) and, when they check
     /// out, hands over the open temp file to be placed (see `VerifiedFile`); otherwise closes it.
     public func verify(_ fetch: FetchResult) -> Verification {
         let (failure, status, written, total, digest, descriptor, mode) = state.withLock { state in
@@ -297,21 +303,22 @@ public final class DownloadAttempt: BodySink {
         if let total, written != total {
             return fail(.length("body ended after \(written) of \(total) bytes"), status)
         }
-        if let expectedSHA256, let digest, digest != expectedSHA256 {
-            return fail(.checksum(expected: expectedSHA256, actual: digest), status)
+        if let expectedChecksum, let digest, digest != expectedChecksum.hex {
+            return fail(.checksum(expectedChecksum.algorithm, expected: expectedChecksum.hex, actual: digest), status)
         }
         return .verified(VerifiedFile(temp: temp, descriptor: descriptor, bytes: written, status: status))
     }
 
     /// Hashes the first `length` bytes of the open temp file (read from the descriptor, not the
     /// name, so the bytes hashed are the bytes kept).
-    private static func hashPrefix(of fd: Int32, path: String, length: Int64, into hasher: inout SHA256) throws {
+    private static func hashPrefix(of fd: Int32, path: String, length: Int64, into hasher: inout any StreamingDigest,
+                                   algorithm: Checksum.Algorithm) throws {
         var offset: Int64 = 0
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         while offset < length {
             let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, min($0.count, Int(length - offset)), off_t(offset)) }
             if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { throw TransferIOError.errno("cannot read \(path) to check its sha256") }
+            guard count > 0 else { throw TransferIOError.errno("cannot read \(path) to check its \(algorithm.rawValue)") }
             buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
             offset += Int64(count)
         }

@@ -25,12 +25,13 @@ public enum ExistingFile {
         return .usersFile(size: Int64(info.st_size))
     }
 
-    /// The lower-case hex sha256 of the regular file at `path` (not following a link).
-    public static func sha256(of path: String) throws -> String {
+    /// The lower-case hex digest, by `algorithm`, of the regular file at `path` (not following
+    /// a link).
+    public static func digest(of path: String, _ algorithm: Checksum.Algorithm) throws -> String {
         let descriptor = Glibc.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else { throw TransferIOError.errno("cannot read \(path)") }
         defer { close(descriptor) }
-        var digest = SHA256()
+        var digest = algorithm.makeDigest()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {
             let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }

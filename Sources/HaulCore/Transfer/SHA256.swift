@@ -3,7 +3,7 @@
 /// Guarantees: `finalize()` returns the digest of exactly the bytes given to `update`, in order,
 /// however they were split. Foundation on Linux has no SHA-256, and one small file beats a
 /// dependency on a crypto library.
-public struct SHA256: Sendable {
+public struct SHA256: StreamingDigest {
     private var state: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) =
         (0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19)
     private var buffer = [UInt8](repeating: 0, count: 64)
@@ -36,10 +36,6 @@ public struct SHA256: Sendable {
             buffer.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: pointer, byteCount: remaining) }
             buffered = remaining
         }
-    }
-
-    public mutating func update<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
-        Array(bytes).withUnsafeBytes { update($0) }
     }
 
     /// The digest as 64 lower-case hex digits.

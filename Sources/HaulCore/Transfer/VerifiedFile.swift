@@ -1,7 +1,7 @@
 import CFileSync
 import Foundation
 
-/// A download whose status, length and sha256 (when given) checked out, still in its temp file,
+/// A download whose status, length and checksum (when given) checked out, still in its temp file,
 /// which stays open and locked (so no other haul process takes it) until it is placed or closed.
 ///
 /// Placing many small files one fsync at a time costs more than the downloads themselves, so

@@ -14,10 +14,12 @@ enum AddCommand: Command {
             .init(names: ["--json"], value: nil, help: "Print the summary as JSON."),
         ] + RequestOptions.jobOptions,
         discussion: """
-            Each input line is: URL [out=RELATIVE/PATH] [sha256=HEX]
+            Each input line is: URL [out=RELATIVE/PATH] [md5=|sha1=|sha256=|sha512=HEX]
             Blank lines and lines starting with '#' are ignored. Without out=, the file is named
-            after the URL's last path segment (index.html when there is none). Adding the same
-            URL for the same destination again changes nothing.
+            after the URL's last path segment (index.html when there is none). A checksum (one
+            at most) must match the download before the file is placed. aria2c input files work
+            too (indented out=, dir= and checksum=md5|sha-1|sha-256|sha-512=HEX lines). Adding
+            the same URL for the same destination again changes nothing.
 
             A file already at a destination that haul did not place is never changed unless
             --if-exists says so: by default its job ends done, keeping it ("kept"), without a

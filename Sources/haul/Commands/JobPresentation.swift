@@ -16,7 +16,9 @@ enum JobPresentation {
             ("last_error", .optional(job.lastError.map(HTTPURL.redact))),
             ("expected_bytes", .optional(job.expectedBytes)),
             ("received_bytes", .int(job.receivedBytes)),
-            ("sha256", .optional(job.sha256)),
+            ("checksum", .optional(job.checksum)),
+            // Kept for scripts written when sha256 was the only checksum: its hex, or null.
+            ("sha256", .optional(job.checksum.flatMap(Checksum.init(stored:)).flatMap { $0.algorithm == .sha256 ? $0.hex : nil })),
             ("if_exists", .string(job.ifExists.rawValue)),
             ("kept", .bool(job.kept)),
             ("placed_at", .optional(job.placed?.path)),
@@ -61,7 +63,7 @@ enum JobPresentation {
         }
         if let status = job.lastStatus { lines.append("  last status:  \(status)") }
         if let error = job.lastError { lines.append("  last error:   \(HTTPURL.redact(error))") }
-        if let sha = job.sha256 { lines.append("  sha256:       \(sha)") }
+        if let checksum = job.checksum { lines.append("  checksum:     \(checksum)") }
         if job.ifExists != .skip { lines.append("  if exists:    \(job.ifExists.rawValue)") }
         if let path = job.placed?.path { lines.append("  placed at:    \(path) (the destination held another file)") }
         if let profile { lines.append("  request:      \(profile)") }  // names only, never values
