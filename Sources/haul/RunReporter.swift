@@ -107,6 +107,7 @@ final class RunReporter: Sendable {
                 ("bytes", .int(Int(summary.bytes))), ("elapsed_ms", .int(Int(summary.elapsed * 1000))),
                 ("interrupted", .bool(summary.interrupted)),
                 ("failed_earlier", .int(summary.failedEarlier)),
+                ("local_fault", .optional(summary.localFault)),
                 ("average_transfers", .number(summary.averageTransfers)),
                 ("counts", .object(JobState.allCases.map { ($0.rawValue, .int(summary.finalCounts[$0] ?? 0)) })),
                 ("failures", .array(summary.failuresByReason.map { .object([("reason", .string(HTTPURL.redact($0.reason))), ("count", .int($0.count))]) })),
@@ -115,7 +116,7 @@ final class RunReporter: Sendable {
         }
         let rate = summary.elapsed > 0 ? Double(summary.bytes) / summary.elapsed : 0
         let kept = summary.kept > 0 ? " (\(summary.kept) kept: already there)" : ""
-        var text = "\(summary.interrupted ? "stopped" : "finished"): \(summary.done) done\(kept), \(summary.failed) failed, \(summary.retriesScheduled) retries; "
+        var text = "\(summary.interrupted || summary.localFault != nil ? "stopped" : "finished"): \(summary.done) done\(kept), \(summary.failed) failed, \(summary.retriesScheduled) retries; "
         text += "\(Format.bytes(Int(summary.bytes))) in \(Format.duration(summary.elapsed)) (\(Format.bytes(Int(rate)))/s)\n"
         let counts = JobState.allCases.map { "\($0.rawValue) \(summary.finalCounts[$0] ?? 0)" }.joined(separator: ", ")
         text += "queue: \(counts)\n"

@@ -21,10 +21,12 @@ final class DiskFaultTests: XCTestCase {
 
     // MARK: Temp files
 
-    /// The output folder's disk fills up while the third file is written: that job fails with the
-    /// temp file's name and ENOSPC, its partial file is removed, the two files before it are
-    /// placed whole; after space is freed, `retry --failed` and `run` finish it byte for byte.
-    func testDiskFullWhileWritingATempFileFailsTheJobCleanlyThenARetryFinishesIt() throws {
+    /// The output folder's disk fills up while the third file is written. A full disk is not the
+    /// job's fault: no attempt is used, the folder is tried again at growing intervals, and as
+    /// nothing else is left to do the run stops with exit 1, saying once what is wrong and what to
+    /// do; the job stays queued with its partial file. Once space is freed, `run` finishes it
+    /// byte for byte (no `retry` needed).
+    func testDiskFullStopsTheRunWithoutUsingAttemptsAndTheNextRunFinishesTheJob() throws {
         let h = try RunHarness(self)
         let disk = try SmallDisk.mount(at: h.out, bytes: 4 << 20)
         defer { disk.unmount(); withExtendedLifetime(h) {} }
@@ -41,26 +43,24 @@ final class DiskFaultTests: XCTestCase {
         try disk.fill(leaving: 400 * 1024)
 
         // One transfer at a time, in order: the small files fit, the big one cannot.
-        let result = try h.run(["run", "-j", "1", "--max-attempts", "1"])
+        let result = try h.run(["run", "-j", "1", "--max-attempts", "2"])
 
         XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
         let temp = try tempPath(h, job: 3)
-        let failed = result.stdoutLines.filter { $0.hasPrefix("failed  #3 ") }
-        XCTAssertEqual(failed.count, 1, result.stdoutText)
-        XCTAssertTrue(failed.first?.contains("cannot write \(temp): \(Self.noSpace)") == true,
-                      "the failure names the file and the system's reason: \(failed)")
+        let said = (result.stdoutText + result.stderrText).components(separatedBy: "cannot write \(temp): \(Self.noSpace); the disk (or quota) is full: free some space")
+        XCTAssertEqual(said.count, 3, "said once as it happened and once when the run stopped, naming the file, the reason and the fix: \(result.stdoutText) \(result.stderrText)")
+        XCTAssertTrue(result.stderrText.contains("haul: stopped: cannot write in \(h.out)"), result.stderrText)
+        XCTAssertEqual(server.requestCount(path: "/big.bin"), 2, "tried twice (--max-attempts 2), at a growing interval")
         let job = try h.show(3)
-        XCTAssertEqual(job["state"] as? String, "failed")
-        XCTAssertTrue((job["last_error"] as? String ?? "").contains(Self.noSpace), "\(job["last_error"] ?? "nil")")
+        XCTAssertEqual(job["state"] as? String, "queued")
+        XCTAssertEqual(job["attempts"] as? Int, 0, "a full disk uses no attempt")
         XCTAssertNil(h.contents("big.bin"), "a partial file was placed at the destination")
-        XCTAssertEqual(h.tempFiles(), [], "the failed job's partial file is left behind")
         XCTAssertEqual(h.contents("first.bin"), first)
         XCTAssertEqual(h.contents("second.bin"), second)
-        XCTAssertEqual(try h.counts(), ["queued": 0, "running": 0, "done": 2, "failed": 1, "cancelled": 0])
+        XCTAssertEqual(try h.counts(), ["queued": 1, "running": 0, "done": 2, "failed": 0, "cancelled": 0])
         try assertDatabaseSound(h.db)
 
         disk.free()
-        XCTAssertEqual(try h.run(["retry", "--failed"]).status, 0)
         let again = try h.run(["run"])
 
         XCTAssertEqual(again.status, 0, again.stdoutText + again.stderrText)
@@ -70,10 +70,10 @@ final class DiskFaultTests: XCTestCase {
         try assertDatabaseSound(h.db)
     }
 
-    /// The disk fills mid-body; the job is rescheduled with the reason, its partial file kept.
-    /// Space comes back while it waits: the same run resumes the partial file (Range + If-Range)
-    /// and places it byte for byte.
-    func testSpaceFreedWhileAJobWaitsToRetryTheSameRunResumesAndFinishesExactly() throws {
+    /// The disk fills mid-body; the run says so once and the job waits, parked, its partial file
+    /// kept and no attempt used. Space comes back while it waits: the same run tries the folder
+    /// again, resumes the partial file (Range + If-Range) and places it byte for byte.
+    func testSpaceFreedWhileAJobWaitsForTheFolderTheSameRunResumesAndFinishesExactly() throws {
         let h = try RunHarness(self)
         let disk = try SmallDisk.mount(at: h.out, bytes: 4 << 20)
         defer { disk.unmount(); withExtendedLifetime(h) {} }
@@ -85,25 +85,54 @@ final class DiskFaultTests: XCTestCase {
         try disk.fill(leaving: 300 * 1024)
 
         let child = try h.start(["run", "--json", "--max-attempts", "8"])
-        let sawRetry = child.waitForOutput("\"event\":\"retry\"", timeout: 20)
+        let sawWarning = child.waitForOutput("cannot write in \(h.out)", timeout: 20)
         disk.free()
         let result = child.wait(timeout: 60)
 
-        XCTAssertTrue(sawRetry, "no retry event: \(result.stdoutText) \(result.stderrText)")
+        XCTAssertTrue(sawWarning, "no warning: \(result.stdoutText) \(result.stderrText)")
         XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
         XCTAssertEqual(h.contents("big.bin"), big)
         XCTAssertEqual(h.tempFiles(), [])
-        let retry = try XCTUnwrap(result.stdoutLines.compactMap(runTestJSON).first { $0["event"] as? String == "retry" })
-        let reason = retry["reason"] as? String ?? ""
-        XCTAssertTrue(reason.contains(Self.noSpace) && reason.contains(TempFile.prefix + "1-"), "reason: \(reason)")
+        let warnings = result.stdoutLines.compactMap(runTestJSON).filter { ($0["message"] as? String ?? "").contains("cannot write in") }
+        XCTAssertEqual(warnings.count, 1, "said once: \(result.stdoutText)")
+        let reason = warnings.first?["message"] as? String ?? ""
+        XCTAssertTrue(reason.contains(Self.noSpace) && reason.contains(TempFile.prefix + "1-") && reason.contains("free some space"), "reason: \(reason)")
+        XCTAssertFalse(result.stdoutText.contains("\"event\":\"retry\""), "no retry: the job waited for the folder")
         let resumed = server.requests(path: "/big.bin").dropFirst().filter {
             ($0.rangeHeader ?? "bytes=0-") != "bytes=0-"
         }
         XCTAssertFalse(resumed.isEmpty, "the bytes written before the disk filled were not resumed: \(server.requests(path: "/big.bin"))")
         XCTAssertTrue(resumed.allSatisfy { $0.ifRangeHeader == "\"big-44\"" })
-        let log = try XCTUnwrap(try h.show(1)["attempt_log"] as? [[String: Any]])
-        XCTAssertTrue((log.first?["error"] as? String ?? "").contains(Self.noSpace), "\(log)")
+        XCTAssertEqual(try h.show(1)["attempts"] as? Int, 1, "the wait used no attempt")
         try assertDatabaseSound(h.db)
+    }
+
+    /// 50 jobs for a read-only output folder: no job is failed and none uses an attempt; no
+    /// request is made (the temp file cannot be created); the run says once what is wrong and
+    /// how to mend it, tries the folder at growing intervals, then stops with exit 1.
+    func testAReadOnlyOutputFolderFailsNoJobAndStopsTheRunSayingHowToMendIt() throws {
+        let h = try RunHarness(self)
+        let disk = try SmallDisk.mount(at: h.out, bytes: 4 << 20)
+        defer { disk.unmount(); withExtendedLifetime(h) {} }
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        server.setFallback(FaultServer.file(runTestData(1_000, seed: 45)))
+        try h.add((1...50).map { server.url("/ro\($0).bin").absoluteString })
+        try disk.remount(readOnly: true)
+
+        let result = try h.run(["run", "--max-attempts", "3"])
+
+        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
+        XCTAssertEqual(server.requestCount(), 0)
+        XCTAssertEqual(try h.counts(), ["queued": 50, "running": 0, "done": 0, "failed": 0, "cancelled": 0])
+        XCTAssertEqual(result.stdoutLines.filter { $0.contains("cannot write in \(h.out)") }.count, 1, "said once: \(result.stdoutText)")
+        XCTAssertTrue(result.stderrText.contains("haul: stopped: cannot write in \(h.out)")
+                      && result.stderrText.contains("remount it read-write") && result.stderrText.contains("tried 3 times"), result.stderrText)
+        XCTAssertEqual(try h.show(1)["attempts"] as? Int, 0)
+
+        try disk.remount(readOnly: false)
+        XCTAssertEqual(try h.run(["run"]).status, 0)
+        XCTAssertEqual(try h.counts()["done"], 50)
     }
 
     /// A file-size limit (`ulimit -f`) makes writes fail with EFBIG: haul must report it like any

@@ -98,7 +98,24 @@ struct EngineCore {
         /// Set once the host failed to be reached as often as a job may be tried: every job of
         /// it fails with this reason, without a request.
         var unreachable: String?
+        /// Transfers at once it is held to, below its cap, since it said it is overloaded (429,
+        /// 503): halved at each such answer, one more after a run of successes (`growthRun`).
+        var limit: Int?
+        var successes = 0
+        /// Transfers started since the limit last changed (answers from before it do not count
+        /// again: one burst halves once).
+        var startsSinceLimit = 0
+        var limitCap: Int { min(cap ?? .max, limit ?? .max) }
         var readyCount: Int { ready.count - readyStart }
+
+        mutating func pushFront(_ lease: Lease) {
+            if readyStart > 0 {
+                readyStart -= 1
+                ready[readyStart] = lease
+            } else {
+                ready.insert(lease, at: 0)
+            }
+        }
 
         mutating func popReady() -> Lease? {
             guard readyStart < ready.count else { return nil }
@@ -137,6 +154,25 @@ struct EngineCore {
     private var failureReasons: [String: Int] = [:]
     private var hosts: [Int: Host] = [:]
     private var hostOrder: [Int] = []
+
+    /// An output folder that could not be written. Its jobs wait in hand ("parked", leases
+    /// renewed, no attempt used) until `until`; then one of them is tried (the probe), and the
+    /// rest follow once it got past the folder.
+    private struct BlockedFolder {
+        var until: Int
+        var failures: Int
+        var reason: String
+        var since: Int
+        var parked: [Lease] = []
+        /// The token of the one job let through to try the folder again, while it is tried.
+        var probe: String?
+    }
+    private var blockedFolders: [String: BlockedFolder] = [:]
+    /// Folders already reported as not writable in this run (each is said once).
+    private var warnedFolders = Set<String>()
+    /// Overload limits changed since the last exchange, by host id.
+    private var limitChanges: [Int: Int?] = [:]
+    private var parkedCount: Int { blockedFolders.values.reduce(0) { $0 + $1.parked.count } }
     private var cursor = 0
     private var transfers: [String: Transfer] = [:]
     private var verified: [String: Pending] = [:]
@@ -157,6 +193,7 @@ struct EngineCore {
         var releases: [SlotLease]
         var slotsWanted: Set<Int>
         var renewed = false
+        var limits: [Int: Int?] = [:]
     }
     private var inFlight: Sent?
     private var lastRenewal = 0
@@ -187,7 +224,8 @@ struct EngineCore {
     private var holdsNoJob: Bool {
         transfers.isEmpty && verified.isEmpty && placing.isEmpty && outbox.isEmpty && inFlight == nil && readyTotal == 0
     }
-    private var readyTotal: Int { hosts.values.reduce(0) { $0 + $1.readyCount } }
+    /// Jobs in hand not yet started, parked ones included (claims stay bounded by it).
+    private var readyTotal: Int { hosts.values.reduce(0) { $0 + $1.readyCount } + parkedCount }
 
     // MARK: Events
 
@@ -211,6 +249,7 @@ struct EngineCore {
                 if oldestOutbox == nil && !outbox.isEmpty { oldestOutbox = now }
                 forgetting.insert(contentsOf: sent.forgets, at: 0)
                 pauses.insert(contentsOf: sent.pauses, at: 0)
+                limitChanges.merge(sent.limits) { newer, _ in newer }
                 releasing.insert(contentsOf: sent.releases, at: 0)
                 if sent.renewed { lastRenewal = 0 }  // due again as soon as the store answers
             }
@@ -260,6 +299,7 @@ struct EngineCore {
                           Pending(lease: lease), now: now)
                 }
             }
+            releaseParked(reason: Self.stopped, now: now)
         }
         step(now: now, into: &actions)
         return actions
@@ -283,6 +323,11 @@ struct EngineCore {
             hosts[hostID]?.free.append(transfer.slot)
         }
         let item = Pending(lease: transfer.lease, resumedFrom: resumedFrom)
+        if case .failed(.local, _, _) = end {} else if !blockedFolders.isEmpty,
+                                                      blockedFolders[transfer.lease.job.destination.parentFolder]?.probe == token {
+            // The probe got past the folder (or failed for another reason): the others go on.
+            folderWorks(transfer.lease.job.destination.parentFolder, now: now, into: &actions)
+        }
         if transfer.abandoned {
             // Its lease was lost: the result is not ours to record; a verified file stays in
             // its temp file for whoever holds the job now.
@@ -292,6 +337,7 @@ struct EngineCore {
         switch end {
         case .verified(let status, let bytes):
             hosts[hostID]?.downFailures = 0
+            succeeded(hostID)
             var waiting = item
             waiting.status = status
             waiting.bytes = bytes
@@ -339,6 +385,104 @@ struct EngineCore {
         }
     }
 
+    /// A job could not write in `folder`: the first failure since the folder was last tried
+    /// counts, and blocks it for a growing interval; the job waits parked, its attempt unspent.
+    private mutating func folderFailed(_ folder: String, why: String, lease: Lease, snapshot: DownloadAttempt.Snapshot?,
+                                       now: Int, into actions: inout [Action]) {
+        var block = blockedFolders[folder] ?? BlockedFolder(until: 0, failures: 0, reason: why, since: now)
+        if block.failures == 0 || block.probe == lease.token {
+            block.failures += 1
+            block.reason = why
+            block.probe = nil
+            let delay = config.policy.backoff.delay(afterAttempt: block.failures)
+            block.until = now + max(Int(delay * 1000), 250)
+            if warnedFolders.insert(folder).inserted {
+                actions.append(.report(.warning(
+                    "cannot write in \(folder): \(why). Its jobs wait, using no attempts; haul tries the folder again at growing intervals")))
+            }
+        }
+        if let snapshot, snapshot.bytesOnDisk > 0 {
+            // Part of its body is on disk: the queue records it (with its validator) so the job
+            // resumes; handed back uncounted, it is claimed again and waits here like the rest.
+            queue(.release(jobID: lease.jobID, token: lease.token, reason: "waiting for \(folder) to be writable",
+                           progress: Self.progress(snapshot, lease: lease)), Pending(lease: lease), now: now)
+        } else {
+            block.parked.append(lease)
+        }
+        blockedFolders[folder] = block
+    }
+
+    /// A job of `folder` got past it: the folder works (again), and its parked jobs go on.
+    private mutating func folderWorks(_ folder: String, now: Int, into actions: inout [Action]) {
+        guard let block = blockedFolders.removeValue(forKey: folder) else { return }
+        for lease in block.parked.reversed() { hosts[lease.job.hostID, default: Host()].pushFront(lease) }
+        actions.append(.report(.warning("\(folder) can be written again; its \(block.parked.count + 1) waiting jobs go on")))
+    }
+
+    /// The host said it is overloaded: it gets half the transfers it had (never fewer than 1),
+    /// once per burst — as TCP halves its window once per loss.
+    private mutating func overloaded(_ hostID: Int) {
+        guard var host = hosts[hostID], host.limit == nil || host.startsSinceLimit > 0 else { return }
+        let had = host.limit.map { min($0, host.busy + 1) } ?? (host.busy + 1)
+        host.limit = max(1, had / 2)
+        host.successes = 0
+        host.startsSinceLimit = 0
+        hosts[hostID] = host
+        limitChanges[hostID] = .some(host.limit)
+    }
+
+    /// Successes in a row (at least; twice the limit when that is more) before an overloaded
+    /// host gets one more transfer at once.
+    static let growthRun = 8
+
+    /// A transfer of the host succeeded: after a run of successes, one more transfer at once,
+    /// until it is back at its cap.
+    private mutating func succeeded(_ hostID: Int) {
+        guard var host = hosts[hostID], let limit = host.limit else { return }
+        host.successes += 1
+        if host.successes >= max(2 * limit, Self.growthRun) {
+            host.successes = 0
+            host.startsSinceLimit = 0
+            let grown = limit + 1
+            host.limit = grown >= (host.cap ?? .max) ? nil : grown
+            limitChanges[hostID] = .some(host.limit)
+        }
+        hosts[hostID] = host
+    }
+
+    /// Hands every parked job back to the queue, uncounted.
+    private mutating func releaseParked(reason: String, now: Int) {
+        for (folder, block) in blockedFolders {
+            for lease in block.parked {
+                queue(.release(jobID: lease.jobID, token: lease.token, reason: reason, progress: nil), Pending(lease: lease), now: now)
+            }
+            blockedFolders[folder]?.parked = []
+        }
+    }
+
+    /// Due folders send one parked job back to be tried; a folder that failed as often as a job
+    /// may be tried, with nothing else left to do, ends the run (its jobs stay queued).
+    private mutating func reviewBlockedFolders(now: Int, into actions: inout [Action]) {
+        guard !blockedFolders.isEmpty, !stopping else { return }
+        for (folder, block) in blockedFolders where block.until <= now && block.probe == nil && !block.parked.isEmpty {
+            var changed = block
+            let probe = changed.parked.removeFirst()
+            changed.probe = probe.token
+            blockedFolders[folder] = changed
+            hosts[probe.job.hostID, default: Host()].pushFront(probe)
+            if !hostOrder.contains(probe.job.hostID) { hostOrder.append(probe.job.hostID) }
+        }
+        let limit = config.maxAttempts ?? 5
+        let othersInHand = hosts.values.reduce(0) { $0 + $1.readyCount }
+        if let (folder, worst) = blockedFolders.first(where: { $0.value.failures >= limit && $0.value.probe == nil }),
+           transfers.isEmpty, othersInHand == 0, verified.isEmpty, placing.isEmpty {
+            let seconds = max(1, (now - worst.since) / 1000)
+            summary.localFault = "cannot write in \(folder): \(worst.reason) (tried \(worst.failures) times over \(seconds) s); mend it, then run haul again: its jobs stay queued"
+            stopping = true
+            releaseParked(reason: "stopped: cannot write in \(folder)", now: now)
+        }
+    }
+
     /// Fails every job in hand of a host found unreachable, without a request (a temp file an
     /// earlier attempt left goes too).
     private mutating func failUnreachable(_ hostID: Int, now: Int, into actions: inout [Action]) {
@@ -358,12 +502,16 @@ struct EngineCore {
             ? .release : config.policy.decide(failure, attempt: job.attempts, now: Date(timeIntervalSince1970: Double(now) / 1000))
         let kept = snapshot ?? DownloadAttempt.Snapshot(bytesOnDisk: 0, expectedTotal: nil, validator: nil)
         if status != nil || failure.isAnswer { hosts[job.hostID]?.downFailures = 0 }  // it answered
+        if case .http(let code, _) = failure, code == 429 || code == 503 { overloaded(job.hostID) }
         switch decision {
         case .release:
             queue(.release(jobID: job.id, token: lease.token, reason: Self.stopped,
                            progress: snapshot.map { Self.progress($0, lease: lease) }), item, now: now)
         case .hostDown:
             hostDown(failure, item: item, snapshot: snapshot, now: now, into: &actions)
+        case .localFault:
+            guard case .local(let folder, let why) = failure else { break }
+            folderFailed(folder, why: why, lease: lease, snapshot: snapshot, now: now, into: &actions)
         case .fail:
             // An unsafe way to the destination is not followed, not even to clean up.
             if case .unsafeDestination = failure {} else { actions.append(.removeTemp(lease)) }
@@ -533,6 +681,7 @@ struct EngineCore {
     // MARK: Deciding
 
     private mutating func step(now: Int, into actions: inout [Action]) {
+        reviewBlockedFolders(now: now, into: &actions)
         startTransfers(now: now, into: &actions)
         pruneHosts(now: now)
         if holdsNoJob && lastQueued == 0 && !drained && confirmDrain {
@@ -551,7 +700,7 @@ struct EngineCore {
             summary.failed = stats.failed
             summary.retriesScheduled = stats.retriesScheduled
             summary.bytes = stats.bytesThisRun
-            summary.interrupted = stopping
+            summary.interrupted = stopping && summary.localFault == nil
             summary.averageTransfers = now > started ? transferArea / Double(now - started) : 0
             summary.failuresByReason = failureReasons.sorted { $0.value > $1.value || ($0.value == $1.value && $0.key < $1.key) }
                 .map { (reason: $0.key, count: $0.value) }
@@ -585,13 +734,21 @@ struct EngineCore {
             if hosts[id]?.unreachable != nil { failUnreachable(id, now: now, into: &actions) }
             // A host that could not be reached is probed with one request at a time.
             guard var host = hosts[id], host.pausedUntil <= now, !host.free.isEmpty, host.downFailures == 0 || host.busy == 0,
-                  let lease = host.popReady() else {
+                  host.busy < host.limitCap, let lease = host.popReady() else {
                 idle += 1
                 continue
             }
             idle = 0
+            if !blockedFolders.isEmpty, case let folder = lease.job.destination.parentFolder, var block = blockedFolders[folder],
+               block.probe != lease.token {
+                block.parked.append(lease)  // waits for the folder, holding no slot
+                blockedFolders[folder] = block
+                hosts[id] = host
+                continue
+            }
             let slot = host.free.removeLast()
             host.busy += 1
+            host.startsSinceLimit += 1
             hosts[id] = host
             transfers[lease.token] = Transfer(lease: lease, slot: slot, phase: .preparing)
             actions.append(.prepare(lease))
@@ -633,7 +790,7 @@ struct EngineCore {
         if !stopping && room > 0 {
             for id in hostOrder where room > 0 {
                 guard let host = hosts[id], host.pausedUntil <= now, host.noSlotsUntil <= now else { continue }
-                let need = min(host.readyCount, room, (host.cap ?? .max) - host.busy) - host.free.count
+                let need = min(host.readyCount, room, host.limitCap - host.busy) - host.free.count
                 if need > 0 {
                     request.wantSlots[id] = need
                     room -= need
@@ -665,8 +822,13 @@ struct EngineCore {
             claimBlockedReady = nil
             reasons += 1
         }
+        var parkedByHost: [Int: Int] = [:]
+        for block in blockedFolders.values { for lease in block.parked { parkedByHost[lease.job.hostID, default: 0] += 1 } }
         for id in hostOrder {
-            if let host = hosts[id], host.readyCount > 0 || host.busy > 0 || !host.free.isEmpty { request.heldByHost[id] = host.readyCount }
+            let parked = parkedByHost[id] ?? 0
+            if let host = hosts[id], host.readyCount > 0 || host.busy > 0 || !host.free.isEmpty || parked > 0 {
+                request.heldByHost[id] = host.readyCount + parked
+            }
         }
         let outboxDue = !outbox.isEmpty && (outbox.count >= config.batchSize || now - (oldestOutbox ?? now) >= config.batchDelay
             || transfers.isEmpty || stopping || !forgetting.isEmpty)
@@ -682,6 +844,9 @@ struct EngineCore {
         let sending = Array(outbox.prefix(Self.exchangeOutcomes))
         request.outcomes = sending.map(\.0)
         request.pauses = pauses
+        request.limits = limitChanges
+        let sentLimits = limitChanges
+        limitChanges.removeAll()
         request.progress = headProgress + forgetting
         if renewal {
             lastRenewal = now
@@ -697,6 +862,9 @@ struct EngineCore {
             for (token, item) in verified.merging(placing, uniquingKeysWith: { a, _ in a }) {
                 leases.append(JobLeaseID(jobID: item.lease.jobID, token: token))
             }
+            for block in blockedFolders.values {
+                leases += block.parked.map { JobLeaseID(jobID: $0.jobID, token: $0.token) }
+            }
             // Outcomes still waiting for their exchange hold their leases too.
             for (_, item) in outbox.dropFirst(sending.count) {
                 leases.append(JobLeaseID(jobID: item.lease.jobID, token: item.lease.token))
@@ -709,7 +877,7 @@ struct EngineCore {
             progressOf = transfers.filter { $0.value.phase == .fetching && !$0.value.abandoned }.map(\.key)
         }
         inFlight = Sent(outcomes: sending, forgets: forgetting, pauses: pauses, releases: releasing,
-                        slotsWanted: Set(request.wantSlots.keys), renewed: renewal)
+                        slotsWanted: Set(request.wantSlots.keys), renewed: renewal, limits: sentLimits)
         outbox.removeFirst(sending.count)
         if outbox.isEmpty { oldestOutbox = nil }
         pauses.removeAll()
@@ -731,6 +899,7 @@ struct EngineCore {
             times.append(lastRenewal + renewEvery)
             if !transfers.isEmpty { times.append(lastProgress + config.progressEvery) }
             if !stopping && readyTotal < 2 * config.workers - max(1, config.workers / 4) { times.append(claimNotBefore) }
+            for block in blockedFolders.values where block.probe == nil && !block.parked.isEmpty { times.append(block.until) }
             for host in hosts.values {
                 if let idle = host.idleSince { times.append(idle + Self.idleSlot) }
                 guard host.readyCount > 0 else { continue }

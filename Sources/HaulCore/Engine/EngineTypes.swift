@@ -99,6 +99,9 @@ public struct RunSummary: Sendable {
     public var interrupted = false
     /// Transfers running at once, averaged over the run.
     public var averageTransfers = 0.0
+    /// Set when the run stopped because an output folder could not be written, however often
+    /// it was tried, and nothing else was left to do: what is wrong and what to do.
+    public var localFault: String?
 
     /// Failed jobs in the queue at the end that this run did not fail (earlier runs did).
     public var failedEarlier: Int { max(0, (finalCounts[.failed] ?? 0) - failed) }

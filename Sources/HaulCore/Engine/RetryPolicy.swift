@@ -20,6 +20,9 @@ public struct RetryPolicy: Sendable {
         /// the host pauses with backoff and is probed with one request; its jobs fail only
         /// once the host has failed as often as a job may).
         case hostDown
+        /// The output folder cannot be written: not the job's fault (see `EngineCore`: the
+        /// folder's jobs wait, and it is tried again at growing intervals).
+        case localFault
     }
 
     public static let retryableStatuses: Set<Int> = [408, 425, 429, 500, 502, 503, 504]
@@ -54,6 +57,8 @@ public struct RetryPolicy: Sendable {
             return .retry(delay: backoff.delay(afterAttempt: attempt), pauseHost: nil, discardPartial: true)
         case .unreachable:
             return .hostDown
+        case .local:
+            return .localFault
         case .badRedirect, .encoding, .unsafeDestination, .refused:
             return .fail
         case .cancelled:

@@ -14,6 +14,8 @@ public struct Exchange: Sendable {
     public var outcomes: [Outcome] = []
     public var progress: [Progress] = []
     public var pauses: [HostPause] = []
+    /// Hosts whose overload limit changed, by host id: the limit, or nil when back at the cap.
+    public var limits: [Int: Int?] = [:]
     /// Job leases to renew (empty between renewals).
     public var renewJobs: [JobLeaseID] = []
     /// Slots to renew.

@@ -18,6 +18,9 @@ public struct QueueStatus: Sendable, Equatable {
     /// Live host slots over every run: the transfers in flight (or about to start). Running jobs
     /// beyond these are claimed ahead, waiting for a slot.
     public var slotsHeld = 0
+    /// Hosts with transfers in flight held below their cap because they said they are
+    /// overloaded (429, 503): the transfers at once they are held to, and their cap.
+    public var limitedHosts: [(host: String, limit: Int, cap: Int)] = []
     public var topFailures: [(reason: String, count: Int)]
 
     public var total: Int { counts.values.reduce(0, +) }

@@ -177,6 +177,11 @@ extension JobQueue {
                 (host: $0.string(0), until: $0.int(1), reason: $0.optionalString(2))
             }
             status.slotsHeld = try database.scalarInt("SELECT count(*) FROM host_slots WHERE expires_at > ?", [now])
+            status.limitedHosts = try database.rows("""
+                SELECT h.host, h.current_limit, \(Self.capOfHost) FROM hosts h
+                WHERE h.current_limit IS NOT NULL AND EXISTS (SELECT 1 FROM host_slots s WHERE s.host_id = h.id AND s.expires_at > ?)
+                ORDER BY h.host
+                """, [now]) { (host: $0.string(0), limit: $0.int(1), cap: $0.int(2)) }
             status.topFailures = try database.rows("""
                 SELECT last_error, count(*) AS n FROM jobs WHERE state = 'failed'
                 GROUP BY last_error ORDER BY n DESC, last_error LIMIT 5

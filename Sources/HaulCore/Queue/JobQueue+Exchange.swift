@@ -12,6 +12,9 @@ extension JobQueue {
             for pause in request.pauses {
                 try pauseHost(pause.host, until: pause.until, reason: pause.reason)
             }
+            for (hostID, limit) in request.limits {
+                try database.run("UPDATE hosts SET current_limit = ? WHERE id = ?", limit, hostID)
+            }
             try recordProgress(request.progress)
             result.outcomes = try request.outcomes.map(record)
             try releaseSlots(request.releaseSlots)

@@ -38,6 +38,9 @@ public final class DownloadAttempt: BodySink {
         case checksum(Checksum.Algorithm, expected: String, actual: String)
         /// Writing the temp file or placing it failed (disk full, permissions…).
         case disk(String)
+        /// The output folder cannot be written (missing, not writable, read-only, full): not
+        /// the job's fault. `why` says what failed and what to do.
+        case local(folder: String, why: String)
         /// The way to the destination changed so that writing there could leave the output folder.
         case unsafeDestination(String)
         /// The request cannot succeed as asked, however often it is tried: an untrusted
@@ -49,7 +52,7 @@ public final class DownloadAttempt: BodySink {
         public var isAnswer: Bool {
             switch self {
             case .http, .encoding, .mustRestart, .length, .checksum, .badRedirect: return true
-            case .transport, .unreachable, .disk, .unsafeDestination, .refused, .cancelled: return false
+            case .transport, .unreachable, .disk, .local, .unsafeDestination, .refused, .cancelled: return false
             }
         }
 
@@ -57,7 +60,7 @@ public final class DownloadAttempt: BodySink {
             switch self {
             case .http(let status, _): return "HTTP \(status) \(HTTPStatus.reason(status))"
             case .transport(let why), .unreachable(let why), .badRedirect(let why), .encoding(let why), .mustRestart(let why),
-                 .length(let why), .disk(let why), .unsafeDestination(let why), .refused(let why):
+                 .length(let why), .disk(let why), .unsafeDestination(let why), .refused(let why), .local(_, let why):
                 return why
             case .checksum(let algorithm, let expected, let actual):
                 return "\(algorithm.rawValue) mismatch: expected \(expected), got \(actual)"
@@ -188,7 +191,7 @@ public final class DownloadAttempt: BodySink {
                 if count < 0 {
                     if errno == EINTR { continue }
                     let error = TransferIOError.errno("cannot write \(temp.path)")
-                    state.failure = .disk(error.message)
+                    state.failure = LocalFault.failure(error, destination: temp.destination) ?? .disk(error.message)
                     state.mode = .stopped
                     throw error
                 }

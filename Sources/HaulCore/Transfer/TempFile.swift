@@ -78,11 +78,7 @@ public struct TempFile: Sendable {
         let folder = path.parentFolder
         if fd < 0, openError == ENOENT, !folder.isEmpty {
             // The folder does not exist yet (checked only now: most folders already exist).
-            do {
-                try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-            } catch {
-                throw TransferIOError("cannot create folder \(folder): \((error as NSError).localizedDescription)")
-            }
+            try Self.createFolders(folder)
             fd = Glibc.open(path, flags, 0o666)
             openError = errno
         }
@@ -189,6 +185,19 @@ public struct TempFile: Sendable {
         }
         if errno == EEXIST { return false }
         throw TransferIOError.errno("cannot move the download to \(target) without replacing what may be there")
+    }
+
+    /// Creates `folder` and the folders above it that are missing; the error carries errno.
+    static func createFolders(_ folder: String) throws {
+        guard !folder.isEmpty, mkdir(folder, 0o777) != 0 else { return }
+        switch errno {
+        case EEXIST: return
+        case ENOENT:
+            try createFolders(folder.parentFolder)
+            if mkdir(folder, 0o777) != 0 && errno != EEXIST { throw TransferIOError.errno("cannot create folder \(folder)") }
+        default:
+            throw TransferIOError.errno("cannot create folder \(folder)")
+        }
     }
 
     /// Makes renames in the folder holding `path` durable. Returns false when the folder could

@@ -28,7 +28,10 @@ enum RunCommand: Command {
             cleanly (jobs go back to the queue; press it again to quit at once).
             Exit status: 0 when every job this run worked on ended done, 1 when any of them failed,
             130/143 when interrupted. Jobs that failed in earlier runs do not change it: the
-            summary notes them (`haul retry --failed` queues them again).
+            summary notes them (`haul retry --failed` queues them again). An output folder that
+            cannot be written (missing, not writable, read-only, full) uses no attempts: its jobs
+            wait while haul tries it again at growing intervals; when nothing else is left, the
+            run stops with exit 1, its jobs still queued.
             """)
 
     static func run(_ arguments: ParsedArguments) throws -> Int32 {
@@ -120,6 +123,10 @@ enum RunCommand: Command {
         let summary = try outcome.get()
         reporter.finish(summary)
         if reporter.readerWasGone { Console.readerGone() }  // after a clean stop: jobs handed back
+        if let fault = summary.localFault {
+            Console.error("haul: stopped: \(fault)")
+            return 1
+        }
         if summary.interrupted { return signals.exitCode }
         return summary.failed == 0 ? 0 : 1
     }

@@ -89,6 +89,9 @@ enum StatusCommand: Command {
                 .object([("host", .string($0.host)), ("until", .string(Format.timestamp($0.until))),
                          ("reason", .optional($0.reason))])
             })),
+            ("limited_hosts", .array(status.limitedHosts.map {
+                .object([("host", .string($0.host)), ("limit", .int($0.limit)), ("cap", .int($0.cap))])
+            })),
             ("top_failures", .array(status.topFailures.map {
                 .object([("reason", .string(HTTPURL.redact($0.reason))), ("count", .int($0.count))])
             })),
@@ -130,6 +133,9 @@ enum StatusCommand: Command {
             for host in status.pausedHosts {
                 lines.append("\(Console.bold("paused")):  \(host.host) until \(Format.timestamp(host.until)) (\(Format.relative(host.until, now: now)))\(host.reason.map { ": \($0)" } ?? "")")
             }
+        }
+        for host in status.limitedHosts {
+            lines.append("\(Console.bold("limited")): \(host.host) held to \(host.limit) of \(host.cap) at once: it answered 429 or 503 (overloaded); one more after each run of successes")
         }
         for failure in status.topFailures {
             lines.append("\(Console.bold("failed")):  \(failure.count) × \(HTTPURL.redact(failure.reason))")
