@@ -42,8 +42,8 @@ enum Terminal {
     /// `text` cut to at most `columns` columns, ending in "…" when cut (and, when it holds
     /// escape sequences, in a reset, so that a cut bold part does not run on).
     static func fit(_ text: String, _ columns: Int) -> String {
-        guard columns > 0 else { return "" }
         guard width(text) > columns else { return text }
+        guard columns > 0 else { return "" }
         var result = ""
         var used = 0
         var inEscape = false

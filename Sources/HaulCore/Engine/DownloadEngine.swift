@@ -287,7 +287,7 @@ private final class Runner: @unchecked Sendable {
         do {
             let attempt = try DownloadAttempt(
                 temp: temp, expectedChecksum: checksum, storedValidator: storedValidator,
-                storedTotal: job.expectedBytes.map(Int64.init),
+                storedTotal: job.expectedBytes.map(Int64.init), recordSHA256: options.recordSHA256,
                 onAccepted: { [weak self] snapshot in
                     // Record the validator and length before the body, so a kill -9 mid-body can
                     // resume. Small files are cheaper to fetch again than to record twice.

@@ -13,6 +13,8 @@ public struct EngineOptions: Sendable {
     /// When set, what to do with files already at destinations for every job of this run,
     /// whatever the job was added with. Nil: each job's own policy.
     public var ifExists: ExistingFilePolicy?
+    /// Compute and record the sha256 of every file placed (`run --checksum sha256`).
+    public var recordSHA256 = false
     /// Seconds one attempt may take in all (nil: no limit).
     public var totalTimeout: TimeInterval?
     /// The longest Retry-After honoured, in seconds.

@@ -31,15 +31,40 @@ public struct FileIdentity: Sendable, Equatable {
     }
 }
 
-/// Where haul placed a job's file and what it was then.
+/// Where haul placed a job's file, what it was then, and what the server said of it.
 ///
-/// Guarantees: `path` is nil when the file went to the job's destination itself.
+/// Guarantees: `path` is nil when the file went to the job's destination itself; the other
+/// fields are nil when the response did not say (or, for `sha256`, it was not computed).
 public struct PlacedFile: Sendable, Equatable {
     public var path: String?
     public var identity: FileIdentity
+    public var metadata: ResponseMetadata
 
-    public init(path: String?, identity: FileIdentity) {
+    public init(path: String?, identity: FileIdentity, metadata: ResponseMetadata = ResponseMetadata()) {
         self.path = path
         self.identity = identity
+        self.metadata = metadata
+    }
+}
+
+/// What a response said of the file it carried, kept with the job once the file is placed.
+///
+/// Guarantees: values are the server's, unchanged; `finalURL` is the URL that answered after
+/// redirects, credentials included (redact it before showing it).
+public struct ResponseMetadata: Sendable, Equatable {
+    public var etag: String?
+    public var lastModified: String?
+    public var contentType: String?
+    public var finalURL: String?
+    /// The placed file's own sha256, as lower-case hex, when computed.
+    public var sha256: String?
+
+    public init(etag: String? = nil, lastModified: String? = nil, contentType: String? = nil, finalURL: String? = nil,
+                sha256: String? = nil) {
+        self.etag = etag
+        self.lastModified = lastModified
+        self.contentType = contentType
+        self.finalURL = finalURL
+        self.sha256 = sha256
     }
 }

@@ -10,7 +10,8 @@ extension Job {
         return "\(t)id, \(t)url, \(host), \(t)destination, \(t)state, \(t)attempts, \(t)max_attempts, \(t)next_attempt_at, "
             + "\(t)lease_token, \(t)lease_owner, \(t)lease_expires_at, \(t)last_status, \(t)last_error, \(t)expected_bytes, "
             + "\(t)received_bytes, \(t)etag, \(t)last_modified, \(t)checksum, \(t)created_at, \(t)updated_at, \(t)finished_at, \(t)profile_id, \(t)host_id, "
-            + "\(t)if_exists, \(t)kept, \(t)placed_path, \(t)placed_size, \(t)placed_mtime, \(t)placed_inode, \(t)placed_ctime"
+            + "\(t)if_exists, \(t)kept, \(t)placed_path, \(t)placed_size, \(t)placed_mtime, \(t)placed_inode, \(t)placed_ctime, "
+            + "\(t)placed_etag, \(t)placed_last_modified, \(t)content_type, \(t)final_url, \(t)placed_sha256"
     }
 
     init(row: Row) {
@@ -43,7 +44,10 @@ extension Job {
            let changed = row.optionalInt(29) {
             placed = PlacedFile(path: row.optionalString(25),
                                 identity: FileIdentity(size: Int64(size), modified: Int64(modified), changed: Int64(changed),
-                                                       inode: UInt64(bitPattern: Int64(inode))))
+                                                       inode: UInt64(bitPattern: Int64(inode))),
+                                metadata: ResponseMetadata(etag: row.optionalString(30), lastModified: row.optionalString(31),
+                                                           contentType: row.optionalString(32), finalURL: row.optionalString(33),
+                                                           sha256: row.optionalString(34)))
         } else {
             placed = nil
         }

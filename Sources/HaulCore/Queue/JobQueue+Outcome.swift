@@ -52,11 +52,13 @@ extension JobQueue {
                 UPDATE jobs SET state = 'done', last_status = ?, last_error = NULL, received_bytes = ?,
                     expected_bytes = ?, finished_at = ?, updated_at = ?,
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
-                    kept = 0, placed_path = ?, placed_size = ?, placed_mtime = ?, placed_inode = ?, placed_ctime = ?
+                    kept = 0, placed_path = ?, placed_size = ?, placed_mtime = ?, placed_inode = ?, placed_ctime = ?,
+                    placed_etag = ?, placed_last_modified = ?, content_type = ?, final_url = ?, placed_sha256 = ?
                 WHERE id = ? AND lease_token = ? AND state = 'running'
                 """, status, bytes, bytes, now, now, placed?.path, placed.map { Int($0.identity.size) },
                 placed.map { Int($0.identity.modified) }, placed.map { Int(Int64(bitPattern: $0.identity.inode)) },
-                placed.map { Int($0.identity.changed) }, jobID, token)
+                placed.map { Int($0.identity.changed) }, placed?.metadata.etag, placed?.metadata.lastModified,
+                placed?.metadata.contentType, placed?.metadata.finalURL, placed?.metadata.sha256, jobID, token)
             guard database.changes == 1 else { throw StaleLeaseError(jobID: jobID) }
             try closeAttempt(jobID: jobID, token: token, now: now, status: status, error: nil, bytes: bytes)
         }
@@ -72,7 +74,8 @@ extension JobQueue {
                 UPDATE jobs SET state = 'done', last_status = NULL, last_error = NULL, received_bytes = ?,
                     expected_bytes = ?, finished_at = ?, updated_at = ?,
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
-                    kept = 1, placed_path = NULL, placed_size = NULL, placed_mtime = NULL, placed_inode = NULL, placed_ctime = NULL
+                    kept = 1, placed_path = NULL, placed_size = NULL, placed_mtime = NULL, placed_inode = NULL, placed_ctime = NULL,
+                    placed_etag = NULL, placed_last_modified = NULL, content_type = NULL, final_url = NULL, placed_sha256 = NULL
                 WHERE id = ? AND lease_token = ? AND state = 'running'
                 """, bytes, bytes, now, now, jobID, token)
             guard database.changes == 1 else { throw StaleLeaseError(jobID: jobID) }

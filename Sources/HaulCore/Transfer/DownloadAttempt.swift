@@ -93,6 +93,7 @@ public final class DownloadAttempt: BodySink {
         var hasher: (any StreamingDigest)?
         var failure: Failure?
         var status: Int?
+        var metadata = ResponseMetadata()
     }
 
     public let temp: TempFile
@@ -109,8 +110,10 @@ public final class DownloadAttempt: BodySink {
     ///   - storedTotal: the total length recorded for the partial file, if any.
     /// - Parameter onAccepted: called once the head is accepted, before any body byte is written,
     ///   with what is then known (total length, validator), so it can be recorded for a resume.
+    /// - Parameter recordSHA256: compute the file's sha256 (kept in the verified file's
+    ///   metadata) even when no sha256 is expected.
     public init(temp: TempFile, expectedChecksum: Checksum?, storedValidator: Validator?, storedTotal: Int64?,
-                onAccepted: @escaping @Sendable (Snapshot) -> Void = { _ in }) throws {
+                recordSHA256: Bool = false, onAccepted: @escaping @Sendable (Snapshot) -> Void = { _ in }) throws {
         self.onAccepted = onAccepted
         self.temp = temp
         self.expectedChecksum = expectedChecksum
@@ -128,12 +131,12 @@ public final class DownloadAttempt: BodySink {
         initial.written = resumeOffset
         initial.expectedTotal = resume ? storedTotal : nil
         initial.validator = self.storedValidator
-        if let expectedChecksum {
-            var hasher = expectedChecksum.algorithm.makeDigest()
+        if let algorithm = expectedChecksum?.algorithm ?? (recordSHA256 ? .sha256 : nil) {
+            var hasher = algorithm.makeDigest()
             if resume {
                 do {
                     try Self.hashPrefix(of: descriptor, path: temp.path, length: existing, into: &hasher,
-                                        algorithm: expectedChecksum.algorithm)
+                                        algorithm: algorithm)
                 } catch {
                     close(initial.descriptor)
                     throw error
@@ -164,6 +167,10 @@ public final class DownloadAttempt: BodySink {
     public func head(_ head: ResponseHead) -> HeadDisposition {
         let accepted: Snapshot? = state.withLock { state in
             state.status = head.status
+            if (200..<300).contains(head.status) {
+                state.metadata = ResponseMetadata(etag: head["etag"], lastModified: head["last-modified"],
+                                                  contentType: head["content-type"], finalURL: head.url?.absoluteString)
+            }
             if let failure = decide(head, &state) {
                 state.failure = failure
                 state.mode = .stopped
@@ -279,11 +286,11 @@ public final class DownloadAttempt: BodySink {
     /// Ends the attempt: checks the response and the body (length, checksum) and, when they check
     /// out, hands over the open temp file to be placed (see `VerifiedFile`); otherwise closes it.
     public func verify(_ fetch: FetchResult) -> Verification {
-        let (failure, status, written, total, digest, descriptor, mode) = state.withLock { state in
+        let (failure, status, written, total, digest, descriptor, mode, metadata) = state.withLock { state in
             let digest = state.hasher.map { hasher -> String in var copy = hasher; return copy.finalize() }
             let descriptor = state.descriptor
             state.descriptor = -1  // owned from here on by this call
-            return (state.failure, state.status, state.written, state.expectedTotal, digest, descriptor, state.mode)
+            return (state.failure, state.status, state.written, state.expectedTotal, digest, descriptor, state.mode, state.metadata)
         }
         func fail(_ failure: Failure, _ status: Int?) -> Verification {
             if descriptor >= 0 { close(descriptor) }
@@ -309,7 +316,10 @@ public final class DownloadAttempt: BodySink {
         if let expectedChecksum, let digest, digest != expectedChecksum.hex {
             return fail(.checksum(expectedChecksum.algorithm, expected: expectedChecksum.hex, actual: digest), status)
         }
-        return .verified(VerifiedFile(temp: temp, descriptor: descriptor, bytes: written, status: status))
+        var file = VerifiedFile(temp: temp, descriptor: descriptor, bytes: written, status: status)
+        file.metadata = metadata
+        if expectedChecksum?.algorithm ?? .sha256 == .sha256 { file.metadata.sha256 = digest }
+        return .verified(file)
     }
 
     /// Hashes the first `length` bytes of the open temp file (read from the descriptor, not the

@@ -55,7 +55,7 @@ public enum Placement {
                         outcome[index] = .failed("cannot examine \(to ?? file.temp.destination) after moving it there")
                         continue
                     }
-                    outcome[index] = .placed(PlacedFile(path: to, identity: identity))
+                    outcome[index] = .placed(PlacedFile(path: to, identity: identity, metadata: file.metadata))
                     moved.append((index, to ?? file.temp.destination))
                 case .destinationTaken(let size):
                     outcome[index] = .kept(size: size)

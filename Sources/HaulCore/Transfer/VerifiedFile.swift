@@ -14,6 +14,9 @@ public struct VerifiedFile: Sendable {
     public let descriptor: Int32
     public let bytes: Int64
     public let status: Int
+    /// What the response said of the file (validators, type, final URL) and its sha256 when
+    /// computed.
+    public var metadata = ResponseMetadata()
 
     /// Writes the bytes of every file in `files` to disk and returns, for each file (same
     /// order), nil or why its bytes may not be on disk. One syncfs(2) per file system writes

@@ -22,6 +22,11 @@ enum JobPresentation {
             ("if_exists", .string(job.ifExists.rawValue)),
             ("kept", .bool(job.kept)),
             ("placed_at", .optional(job.placed?.path)),
+            ("final_url", .optional(job.placed?.metadata.finalURL.map(HTTPURL.redact))),
+            ("content_type", .optional(job.placed?.metadata.contentType)),
+            ("etag", .optional(job.placed?.metadata.etag)),
+            ("last_modified", .optional(job.placed?.metadata.lastModified)),
+            ("file_sha256", .optional(job.placed?.metadata.sha256)),
             ("created_at", .string(Format.timestamp(job.createdAt))),
             ("updated_at", .string(Format.timestamp(job.updatedAt))),
             ("finished_at", job.finishedAt.map { .string(Format.timestamp($0)) } ?? .null),
@@ -66,6 +71,13 @@ enum JobPresentation {
         if let checksum = job.checksum { lines.append("  checksum:     \(checksum)") }
         if job.ifExists != .skip { lines.append("  if exists:    \(job.ifExists.rawValue)") }
         if let path = job.placed?.path { lines.append("  placed at:    \(path) (the destination held another file)") }
+        if let metadata = job.placed?.metadata {
+            if let url = metadata.finalURL, url != job.url { lines.append("  final url:    \(HTTPURL.redact(url))") }
+            if let type = metadata.contentType { lines.append("  type:         \(type)") }
+            if let etag = metadata.etag { lines.append("  etag:         \(etag)") }
+            if let date = metadata.lastModified { lines.append("  modified:     \(date)") }
+            if let sha = metadata.sha256 { lines.append("  file sha256:  \(sha)") }
+        }
         if let profile { lines.append("  request:      \(profile)") }  // names only, never values
         if let finished = job.finishedAt { lines.append("  finished:     \(Format.timestamp(finished))") }
         var lastCounted = 0

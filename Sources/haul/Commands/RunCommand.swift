@@ -11,6 +11,7 @@ enum RunCommand: Command {
         .init(names: ["--timeout"], value: "SECONDS", help: "Abandon an attempt after this long in all (default: none)."),
         .init(names: ["--max-retry-after"], value: "SECONDS", help: "Honour a server's Retry-After up to this long (default 3600)."),
         .init(names: ["--if-exists"], value: "POLICY", help: "For this run, whatever the jobs were added with: skip, replace or rename a file already at a destination that haul did not place."),
+        .init(names: ["--checksum"], value: "ALGORITHM", help: "Compute and record the digest of every file placed (sha256, shown by show and export)."),
         .init(names: ["--transport"], value: "NAME", help: "curl (default) or urlsession; also $HAUL_TRANSPORT."),
         .init(names: ["-q", "--quiet"], value: nil, help: "Print only the final summary."),
         .init(names: ["--json"], value: nil, help: "Print one JSON object per event, and the summary, on stdout."),
@@ -51,6 +52,12 @@ enum RunCommand: Command {
         if let value = try seconds(arguments, "--timeout", spec: spec) { options.totalTimeout = value }
         if let value = try seconds(arguments, "--max-retry-after", spec: spec, allowZero: true) { options.maxRetryAfter = value }
         if spec.name == "run" { options.ifExists = try AddCommand.existingFilePolicy(arguments, spec: spec) }
+        if let algorithm = arguments.value("--checksum") {
+            guard algorithm == "sha256" else {
+                throw UsageError(message: "'--checksum' computes sha256, not '\(algorithm)'", spec: spec)
+            }
+            options.recordSHA256 = true
+        }
         return options
     }
 
