@@ -25,6 +25,14 @@ public enum ExistingFile {
         return .usersFile(size: Int64(info.st_size))
     }
 
+    /// The identity of the regular file at `path` now (not following a link); nil when there
+    /// is none.
+    public static func identity(of path: String) -> FileIdentity? {
+        var info = stat()
+        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return FileIdentity(stat: info)
+    }
+
     /// The lower-case hex digest, by `algorithm`, of the regular file at `path` (not following
     /// a link).
     public static func digest(of path: String, _ algorithm: Checksum.Algorithm) throws -> String {

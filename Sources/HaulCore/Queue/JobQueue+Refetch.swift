@@ -1,0 +1,50 @@
+/// A done job to be fetched again (`haul verify --fix`, `haul refresh`).
+///
+/// Guarantees: `adopt`, when given, is recorded as the identity of the file haul placed, so the
+/// fetch replaces the file now at the destination (it is haul's own, changed since); nil keeps
+/// the recorded identity for a conditional fetch, and forgets it otherwise.
+public struct Refetch: Sendable, Equatable {
+    public var jobID: Int
+    public var adopt: FileIdentity?
+    /// Keep the recorded validators, so the fetch asks whether the file changed (a refresh);
+    /// false forgets them, so it fetches unconditionally.
+    public var conditional: Bool
+
+    public init(jobID: Int, adopt: FileIdentity?, conditional: Bool) {
+        self.jobID = jobID
+        self.adopt = adopt
+        self.conditional = conditional
+    }
+}
+
+extension JobQueue {
+    /// Puts done jobs back in the queue, attempts reset, to be fetched again; returns how many
+    /// were done and so changed (others are left as they are). One transaction.
+    @discardableResult
+    public func refetch(_ jobs: [Refetch]) throws -> Int {
+        let now = clock()
+        return try database.transaction(.write) {
+            let update = try database.statement("""
+                UPDATE jobs SET state = 'queued', attempts = 0, next_attempt_at = 0, last_error = NULL, finished_at = NULL,
+                    updated_at = ?1, kept = 0,
+                    placed_size = CASE WHEN ?6 THEN placed_size ELSE ?2 END,
+                    placed_mtime = CASE WHEN ?6 THEN placed_mtime ELSE ?3 END,
+                    placed_inode = CASE WHEN ?6 THEN placed_inode ELSE ?4 END,
+                    placed_ctime = CASE WHEN ?6 THEN placed_ctime ELSE ?5 END,
+                    placed_etag = CASE WHEN ?7 THEN placed_etag END,
+                    placed_last_modified = CASE WHEN ?7 THEN placed_last_modified END
+                WHERE id = ?8 AND state = 'done'
+                """)
+            var changed = 0
+            for job in jobs {
+                let identity = job.adopt
+                let keepIdentity = identity == nil && job.conditional
+                try update.run([now, identity.map { Int($0.size) }, identity.map { Int($0.modified) },
+                                identity.map { Int(Int64(bitPattern: $0.inode)) }, identity.map { Int($0.changed) },
+                                keepIdentity ? 1 : 0, job.conditional ? 1 : 0, job.jobID])
+                changed += database.changes
+            }
+            return changed
+        }
+    }
+}
