@@ -44,6 +44,8 @@ final class RunReporter: Sendable {
         case .started: return nil
         case .finished(let id, let url, let destination, let bytes):
             return verbose ? "done    #\(id) \(HTTPURL.redact(url)) → \(destination) (\(bytes) bytes)" : nil
+        case .unchanged(let id, let url, let destination):
+            return verbose ? "current #\(id) \(HTTPURL.redact(url)): \(destination) is up to date (HTTP 304)" : nil
         case .kept(let id, let url, let destination, _):
             return verbose ? "kept    #\(id) \(HTTPURL.redact(url)): \(destination) was already there; kept it, not downloaded (--if-exists replace or rename to fetch)" : nil
         case .retryScheduled(let id, let url, let attempt, let delay, let reason):
@@ -65,6 +67,9 @@ final class RunReporter: Sendable {
         case .finished(let id, let url, let destination, let bytes):
             object = .object([("event", .string("done")), ("id", .int(id)), ("url", .string(HTTPURL.redact(url))),
                               ("destination", .string(destination)), ("bytes", .int(Int(bytes)))])
+        case .unchanged(let id, let url, let destination):
+            object = .object([("event", .string("unchanged")), ("id", .int(id)), ("url", .string(HTTPURL.redact(url))),
+                              ("destination", .string(destination))])
         case .kept(let id, let url, let destination, let bytes):
             object = .object([("event", .string("kept")), ("id", .int(id)), ("url", .string(HTTPURL.redact(url))),
                               ("destination", .string(destination)), ("bytes", .int(Int(bytes)))])
@@ -103,7 +108,7 @@ final class RunReporter: Sendable {
         if mode == .json {
             write(JSON.object([
                 ("event", .string("summary")),
-                ("done", .int(summary.done)), ("kept", .int(summary.kept)), ("failed", .int(summary.failed)), ("retries", .int(summary.retriesScheduled)),
+                ("done", .int(summary.done)), ("kept", .int(summary.kept)), ("unchanged", .int(summary.unchanged)), ("failed", .int(summary.failed)), ("retries", .int(summary.retriesScheduled)),
                 ("bytes", .int(Int(summary.bytes))), ("elapsed_ms", .int(Int(summary.elapsed * 1000))),
                 ("interrupted", .bool(summary.interrupted)),
                 ("failed_earlier", .int(summary.failedEarlier)),
@@ -115,7 +120,9 @@ final class RunReporter: Sendable {
             return
         }
         let rate = summary.elapsed > 0 ? Double(summary.bytes) / summary.elapsed : 0
-        let kept = summary.kept > 0 ? " (\(summary.kept) kept: already there)" : ""
+        let notes = [summary.kept > 0 ? "\(summary.kept) kept: already there" : nil,
+                     summary.unchanged > 0 ? "\(summary.unchanged) up to date" : nil].compactMap { $0 }
+        let kept = notes.isEmpty ? "" : " (" + notes.joined(separator: ", ") + ")"
         var text = "\(summary.interrupted || summary.localFault != nil ? "stopped" : "finished"): \(summary.done) done\(kept), \(summary.failed) failed, \(summary.retriesScheduled) retries; "
         text += "\(Format.bytes(Int(summary.bytes))) in \(Format.duration(summary.elapsed)) (\(Format.bytes(Int(rate)))/s)\n"
         let counts = JobState.allCases.map { "\($0.rawValue) \(summary.finalCounts[$0] ?? 0)" }.joined(separator: ", ")

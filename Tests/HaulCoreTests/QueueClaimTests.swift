@@ -186,7 +186,8 @@ final class QueueClaimTests: XCTestCase {
         XCTAssertEqual(attempts.map(\.number), [1, 2, 3])
         XCTAssertTrue(attempts.allSatisfy { $0.finishedAt != nil && $0.status == 503 && $0.bytes == 7 }, "\(attempts)")
         XCTAssertEqual(try queue.claim(ClaimRequest(limit: 1, perHostCap: 1)), [], "a failed job is not claimed")
-        XCTAssertEqual(try queue.status().topFailures.first?.reason, "gave up after 3 attempts: HTTP 503")
+        XCTAssertEqual(try queue.job(id: id)?.lastError, "gave up after 3 attempts: HTTP 503", "the reason, whole")
+        XCTAssertEqual(try queue.status().topFailures.first?.reason, "HTTP 503", "grouped by its kind")
         try assertCountersConsistent(queue.database)
     }
 

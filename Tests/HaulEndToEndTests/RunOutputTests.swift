@@ -124,4 +124,26 @@ final class RunOutputTests: XCTestCase {
         XCTAssertEqual(json.status, 0)
         XCTAssertEqual(runTestJSON(json.stdoutLines.last ?? "")?["failed_earlier"] as? Int, 1, json.stdoutText)
     }
+
+    /// Failures that differ only in their details (here each file's digest) are grouped by kind
+    /// in the summary and in `status`; each job keeps its whole reason.
+    func testFailuresAreGroupedByKindAndEachJobKeepsItsDetail() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let wrong = String(repeating: "ab", count: 32)
+        for index in 1...3 { server.route("/m\(index).bin", FaultServer.file(runTestData(1_000 + index, seed: UInt64(60 + index)))) }
+        try h.add((1...3).map { "\(server.url("/m\($0).bin").absoluteString) sha256=\(wrong)" })
+
+        let result = try h.run(["run"])
+
+        XCTAssertEqual(result.status, 1)
+        XCTAssertTrue(result.stdoutText.contains("  3 × sha256 mismatch: expected HEX, got HEX"), result.stdoutText)
+        let failures = try XCTUnwrap(try h.status()["top_failures"] as? [[String: Any]])
+        XCTAssertEqual(failures.count, 1, "\(failures)")
+        XCTAssertEqual(failures.first?["count"] as? Int, 3)
+        let job = try h.show(2)
+        XCTAssertEqual(job["error_kind"] as? String, "sha256 mismatch: expected HEX, got HEX")
+        XCTAssertTrue((job["last_error"] as? String ?? "").contains("expected \(wrong), got "), "\(job)")
+    }
 }

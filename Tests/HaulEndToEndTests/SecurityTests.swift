@@ -120,7 +120,7 @@ final class SecurityTests: XCTestCase {
         XCTAssertEqual(h.contents("ok"), data, "a URL with credentials is still fetched")
         XCTAssertEqual(h.contents("elsewhere"), data)
         XCTAssertTrue(outputs[0].1.stdoutText.contains("http://***@\(authority)/missing"), "URLs are shown redacted: \(outputs[0].1.stdoutText)")
-        let reasons = try h.run(["status"]).stdoutText
+        let reasons = try h.run(["list", "--state", "failed"]).stdoutText
         XCTAssertTrue(reasons.contains("ftp://***@\(authority)/z") && reasons.contains("http://***@\(authority)/loop"),
                       "the refusals name the redacted targets: \(reasons)")
         for (name, output) in outputs {

@@ -36,6 +36,8 @@ public struct AttemptOutcome {
         switch verification {
         case .failed(let failure, let status):
             return .failed(failure, status: status)
+        case .notModified:
+            return .failed(.http(status: 304, retryAfter: nil), status: 304)
         case .verified(let file):
             defer { file.close() }
             if let problem = VerifiedFile.makeDurable([file])[0] {

@@ -256,11 +256,16 @@ private final class Runner: @unchecked Sendable {
         case .replace: .replace
         case .rename: .besideExisting
         }
+        var conditional: DownloadAttempt.Conditional? = nil
         switch ExistingFile.examine(job.destination, placed: job.placed) {
         case .nothing:
             break
         case .haulsOwn:
             mode = .replace
+            // Haul's own file is still there (a refresh): ask whether it changed.
+            if let metadata = job.placed?.metadata, metadata.etag != nil || metadata.lastModified != nil {
+                conditional = DownloadAttempt.Conditional(etag: metadata.etag, lastModified: metadata.lastModified)
+            }
         case .usersFile(let size) where policy == .skip:
             guard let expected = checksum else { return .transferEnded(token: token, .kept(size: size), resumedFrom: 0) }
             Self.fileQueue.async {
@@ -287,7 +292,7 @@ private final class Runner: @unchecked Sendable {
         do {
             let attempt = try DownloadAttempt(
                 temp: temp, expectedChecksum: checksum, storedValidator: storedValidator,
-                storedTotal: job.expectedBytes.map(Int64.init), recordSHA256: options.recordSHA256,
+                storedTotal: job.expectedBytes.map(Int64.init), recordSHA256: options.recordSHA256, conditional: conditional,
                 onAccepted: { [weak self] snapshot in
                     // Record the validator and length before the body, so a kill -9 mid-body can
                     // resume. Small files are cheaper to fetch again than to record twice.
@@ -344,6 +349,8 @@ private final class Runner: @unchecked Sendable {
             end = .verified(status: file.status, bytes: file.bytes)
         case .failed(let failure, let status):
             end = .failed(failure, status: status, snapshot: attempt.snapshot)
+        case .notModified:
+            end = .unchanged
         }
         let resumedFrom = attempt.resumeOffset
         forget(token)

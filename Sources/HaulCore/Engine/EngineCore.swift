@@ -37,6 +37,8 @@ struct EngineCore {
         case failed(DownloadAttempt.Failure, status: Int?, snapshot: DownloadAttempt.Snapshot?)
         /// Nothing was fetched: the destination holds the user's file, which the job keeps.
         case kept(size: Int64)
+        /// A conditional request was answered 304: haul's file placed before is current.
+        case unchanged
     }
 
     enum Event {
@@ -348,6 +350,9 @@ struct EngineCore {
             decide(failure, status: status, snapshot: snapshot, item: item, now: now, into: &actions)
         case .kept(let size):
             queue(.kept(jobID: item.lease.jobID, token: item.lease.token, bytes: Int(size)), item, now: now)
+        case .unchanged:
+            hosts[hostID]?.downFailures = 0
+            queue(.unchanged(jobID: item.lease.jobID, token: item.lease.token), item, now: now)
         }
     }
 
@@ -658,6 +663,10 @@ struct EngineCore {
             stats.done += 1
             stats.kept += 1
             actions.append(.report(.kept(jobID: job.id, url: job.url, destination: job.destination, bytes: Int64(bytes))))
+        case (.unchanged, _):
+            stats.done += 1
+            stats.unchanged += 1
+            actions.append(.report(.unchanged(jobID: job.id, url: job.url, destination: job.placed?.path ?? job.destination)))
         case (.fail(_, _, _, let reason), _):
             failed(job, reason: reason, into: &actions)
         case (.retry(_, _, _, _, let error, _), .gaveUp(let reason)):
@@ -674,7 +683,7 @@ struct EngineCore {
 
     private mutating func failed(_ job: Job, reason: String, counted: String? = nil, into actions: inout [Action]) {
         stats.failed += 1
-        failureReasons[counted ?? reason, default: 0] += 1
+        failureReasons[FailureKind.of(counted ?? reason), default: 0] += 1
         actions.append(.report(.failed(jobID: job.id, url: job.url, reason: reason)))
     }
 
@@ -697,6 +706,7 @@ struct EngineCore {
             finished = true
             summary.done = stats.done
             summary.kept = stats.kept
+            summary.unchanged = stats.unchanged
             summary.failed = stats.failed
             summary.retriesScheduled = stats.retriesScheduled
             summary.bytes = stats.bytesThisRun

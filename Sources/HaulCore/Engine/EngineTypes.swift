@@ -33,6 +33,8 @@ public enum EngineEvent: Sendable {
     case finished(jobID: Int, url: String, destination: String, bytes: Int64)
     /// Done without a download: the file already at the destination (not haul's) was kept.
     case kept(jobID: Int, url: String, destination: String, bytes: Int64)
+    /// Done without a download: the server said haul's file placed before is current (304).
+    case unchanged(jobID: Int, url: String, destination: String)
     case retryScheduled(jobID: Int, url: String, attempt: Int, delay: TimeInterval, reason: String)
     case failed(jobID: Int, url: String, reason: String)
     case hostPaused(host: String, seconds: TimeInterval, reason: String)
@@ -46,6 +48,8 @@ public struct EngineStats: Sendable {
     public var done = 0
     /// Jobs done by keeping the file already at their destination.
     public var kept = 0
+    /// Jobs done because the server said their file placed before is current (a refresh).
+    public var unchanged = 0
     public var failed = 0
     public var retriesScheduled = 0
     /// Bytes received in this run (resumed bytes already on disk are not counted).
@@ -89,6 +93,8 @@ public struct RunSummary: Sendable {
     public var done = 0
     /// Jobs done by keeping the file already at their destination.
     public var kept = 0
+    /// Jobs done because the server said their file placed before is current (a refresh).
+    public var unchanged = 0
     public var failed = 0
     public var retriesScheduled = 0
     public var bytes: Int64 = 0

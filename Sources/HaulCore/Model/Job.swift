@@ -16,6 +16,8 @@ public struct Job: Sendable, Equatable {
     public let leaseExpiresAt: Int?
     public let lastStatus: Int?
     public let lastError: String?
+    /// The kind of `lastError` (see `FailureKind`): for grouping.
+    public let errorKind: String?
     public let expectedBytes: Int?
     public let receivedBytes: Int
     public let etag: String?
@@ -60,6 +62,7 @@ public struct Job: Sendable, Equatable {
         leaseExpiresAt = nil
         lastStatus = nil
         lastError = nil
+        errorKind = nil
         self.expectedBytes = expectedBytes
         receivedBytes = 0
         self.etag = etag

@@ -9,6 +9,9 @@ public enum Outcome: Sendable, Equatable {
     /// The destination already held a file haul did not place, and the job's policy keeps it:
     /// the job is done without a download (`bytes`: that file's size).
     case kept(jobID: Int, token: String, bytes: Int)
+    /// A conditional request was answered 304: the file haul placed before is current, and
+    /// stays as it is recorded.
+    case unchanged(jobID: Int, token: String)
     /// Try again at `at` (Unix ms), keeping what `progress` says of the partial file — or fail,
     /// when the job has used all its attempts.
     case retry(jobID: Int, token: String, at: Int, status: Int?, error: String, progress: Progress)
@@ -19,7 +22,7 @@ public enum Outcome: Sendable, Equatable {
 
     public var jobID: Int {
         switch self {
-        case .done(let id, _, _, _, _), .kept(let id, _, _), .retry(let id, _, _, _, _, _), .fail(let id, _, _, _),
+        case .done(let id, _, _, _, _), .kept(let id, _, _), .unchanged(let id, _), .retry(let id, _, _, _, _, _), .fail(let id, _, _, _),
              .release(let id, _, _, _): return id
         }
     }

@@ -95,7 +95,7 @@ extension JobQueue {
     private func requeue(_ condition: String, _ values: [SQLiteBindable]) throws {
         let now = clock()
         try database.statement("""
-            UPDATE jobs SET state = 'queued', attempts = 0, next_attempt_at = 0, last_error = NULL,
+            UPDATE jobs SET state = 'queued', attempts = 0, next_attempt_at = 0, last_error = NULL, error_kind = NULL,
                 finished_at = NULL, updated_at = ?
             WHERE \(condition)
             """).run([now] + values)
@@ -183,8 +183,8 @@ extension JobQueue {
                 ORDER BY h.host
                 """, [now]) { (host: $0.string(0), limit: $0.int(1), cap: $0.int(2)) }
             status.topFailures = try database.rows("""
-                SELECT last_error, count(*) AS n FROM jobs WHERE state = 'failed'
-                GROUP BY last_error ORDER BY n DESC, last_error LIMIT 5
+                SELECT coalesce(error_kind, last_error) AS kind, count(*) AS n FROM jobs WHERE state = 'failed'
+                GROUP BY kind ORDER BY n DESC, kind LIMIT 5
                 """) { (reason: $0.optionalString(0) ?? "unknown", count: $0.int(1)) }
             return status
         }

@@ -53,6 +53,9 @@ extension JobQueue {
             case .kept(let jobID, let token, let bytes):
                 try keep(jobID: jobID, token: token, bytes: bytes)
                 return .recorded
+            case .unchanged(let jobID, let token):
+                try markUnchanged(jobID: jobID, token: token)
+                return .recorded
             case .retry(let jobID, let token, let at, let status, let error, let progress):
                 try recordProgress([progress])
                 switch try reschedule(jobID: jobID, token: token, at: at, status: status, error: error, bytes: progress.receivedBytes) {

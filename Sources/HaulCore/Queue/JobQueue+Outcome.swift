@@ -49,7 +49,7 @@ extension JobQueue {
         let now = clock()
         try database.transaction(.write) {
             try database.run("""
-                UPDATE jobs SET state = 'done', last_status = ?, last_error = NULL, received_bytes = ?,
+                UPDATE jobs SET state = 'done', last_status = ?, last_error = NULL, error_kind = NULL, received_bytes = ?,
                     expected_bytes = ?, finished_at = ?, updated_at = ?,
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
                     kept = 0, placed_path = ?, placed_size = ?, placed_mtime = ?, placed_inode = ?, placed_ctime = ?,
@@ -64,6 +64,22 @@ extension JobQueue {
         }
     }
 
+    /// Marks a job done because the server answered its conditional request 304: the file haul
+    /// placed before is current and stays recorded as it was. Throws `StaleLeaseError` when
+    /// `token` no longer holds it.
+    public func markUnchanged(jobID: Int, token: String) throws {
+        let now = clock()
+        try database.transaction(.write) {
+            try database.run("""
+                UPDATE jobs SET state = 'done', last_status = 304, last_error = NULL, error_kind = NULL, finished_at = ?, updated_at = ?,
+                    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL
+                WHERE id = ? AND lease_token = ? AND state = 'running'
+                """, now, now, jobID, token)
+            guard database.changes == 1 else { throw StaleLeaseError(jobID: jobID) }
+            try closeAttempt(jobID: jobID, token: token, now: now, status: 304, error: nil, bytes: 0)
+        }
+    }
+
     /// Marks a job done by keeping the file the user already had at its destination (`bytes`
     /// long): nothing of haul's is recorded as placed there. Throws `StaleLeaseError` when
     /// `token` no longer holds it.
@@ -71,7 +87,7 @@ extension JobQueue {
         let now = clock()
         try database.transaction(.write) {
             try database.run("""
-                UPDATE jobs SET state = 'done', last_status = NULL, last_error = NULL, received_bytes = ?,
+                UPDATE jobs SET state = 'done', last_status = NULL, last_error = NULL, error_kind = NULL, received_bytes = ?,
                     expected_bytes = ?, finished_at = ?, updated_at = ?,
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
                     kept = 1, placed_path = NULL, placed_size = NULL, placed_mtime = NULL, placed_inode = NULL, placed_ctime = NULL,
@@ -100,10 +116,10 @@ extension JobQueue {
                 return .failed(reason: reason)
             }
             try database.run("""
-                UPDATE jobs SET state = 'queued', next_attempt_at = ?, last_status = ?, last_error = ?, updated_at = ?,
+                UPDATE jobs SET state = 'queued', next_attempt_at = ?, last_status = ?, last_error = ?, error_kind = ?, updated_at = ?,
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
                 WHERE id = ?
-                """, at, status, error, now, jobID)
+                """, at, status, error, FailureKind.of(error), now, jobID)
             return .queued(at: at)
         }
     }
@@ -155,10 +171,10 @@ extension JobQueue {
 
     private func finishFailed(jobID: Int, status: Int?, reason: String, now: Int) throws {
         try database.run("""
-            UPDATE jobs SET state = 'failed', last_status = ?, last_error = ?, finished_at = ?, updated_at = ?,
+            UPDATE jobs SET state = 'failed', last_status = ?, last_error = ?, error_kind = ?, finished_at = ?, updated_at = ?,
                 lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
             WHERE id = ?
-            """, status, reason, now, now, jobID)
+            """, status, reason, FailureKind.of(reason), now, now, jobID)
     }
 
     private func closeAttempt(jobID: Int, token: String, now: Int, status: Int?, error: String?, bytes: Int?) throws {

@@ -73,6 +73,21 @@ public final class DownloadAttempt: BodySink {
     public enum Verification: Sendable {
         case verified(VerifiedFile)
         case failed(Failure, status: Int?)
+        /// A conditional request (see `Conditional`) was answered 304: the file placed before
+        /// is current. The (empty) temp file is removed.
+        case notModified
+    }
+
+    /// The validators of a file placed before, for a conditional request (a refresh): sent as
+    /// If-None-Match and If-Modified-Since when nothing is resumed.
+    public struct Conditional: Sendable, Equatable {
+        public var etag: String?
+        public var lastModified: String?
+
+        public init(etag: String?, lastModified: String?) {
+            self.etag = etag
+            self.lastModified = lastModified
+        }
     }
 
     /// What is known about the partial file, for the database.
@@ -82,7 +97,7 @@ public final class DownloadAttempt: BodySink {
         public var validator: Validator?
     }
 
-    private enum Mode { case awaitingHead, writing, alreadyComplete, stopped }
+    private enum Mode { case awaitingHead, writing, alreadyComplete, notModified, stopped }
 
     private struct State {
         var descriptor: Int32 = -1
@@ -98,6 +113,8 @@ public final class DownloadAttempt: BodySink {
 
     public let temp: TempFile
     public let expectedChecksum: Checksum?
+    /// Ask whether the file placed before changed (nil, or ignored when resuming: fetch).
+    public let conditional: Conditional?
     /// Where this attempt continues from (0: from scratch).
     public let resumeOffset: Int64
     private let storedValidator: Validator?
@@ -113,7 +130,8 @@ public final class DownloadAttempt: BodySink {
     /// - Parameter recordSHA256: compute the file's sha256 (kept in the verified file's
     ///   metadata) even when no sha256 is expected.
     public init(temp: TempFile, expectedChecksum: Checksum?, storedValidator: Validator?, storedTotal: Int64?,
-                recordSHA256: Bool = false, onAccepted: @escaping @Sendable (Snapshot) -> Void = { _ in }) throws {
+                recordSHA256: Bool = false, conditional: Conditional? = nil,
+                onAccepted: @escaping @Sendable (Snapshot) -> Void = { _ in }) throws {
         self.onAccepted = onAccepted
         self.temp = temp
         self.expectedChecksum = expectedChecksum
@@ -126,6 +144,7 @@ public final class DownloadAttempt: BodySink {
         }
         self.resumeOffset = resume ? existing : 0
         self.storedValidator = resume ? storedValidator : nil
+        self.conditional = resume ? nil : conditional
         var initial = State()
         initial.descriptor = descriptor
         initial.written = resumeOffset
@@ -154,6 +173,12 @@ public final class DownloadAttempt: BodySink {
 
     /// The request headers this attempt needs (Range and If-Range when resuming).
     public var requestHeaders: [String: String] {
+        if let conditional {
+            var headers: [String: String] = [:]
+            if let etag = conditional.etag { headers["If-None-Match"] = etag }
+            if let date = conditional.lastModified { headers["If-Modified-Since"] = date }
+            return headers
+        }
         guard resumeOffset > 0, let storedValidator else { return [:] }
         return ["Range": "bytes=\(resumeOffset)-", "If-Range": storedValidator.headerValue]
     }
@@ -223,6 +248,10 @@ public final class DownloadAttempt: BodySink {
 
     /// Decides, from the head alone, whether the body may be written; nil means yes.
     private func decide(_ head: ResponseHead, _ state: inout State) -> Failure? {
+        if conditional != nil && head.status == 304 {
+            state.mode = .notModified
+            return nil
+        }
         // Only a body that would be kept must be unencoded: an encoded error page (a 503 with
         // Retry-After) is still the error it reports, and is retried as such.
         if (200..<300).contains(head.status),
@@ -306,6 +335,11 @@ public final class DownloadAttempt: BodySink {
             case .stalled, .timedOut, .transport, .rejected:
                 return fail(.transport(fetchFailure.description), status)
             }
+        }
+        if mode == .notModified {
+            if descriptor >= 0 { close(descriptor) }
+            temp.remove()
+            return .notModified
         }
         guard mode == .writing || mode == .alreadyComplete, let status, descriptor >= 0 else {
             return fail(.transport("the transfer ended without a response"), status)

@@ -14,6 +14,7 @@ enum JobPresentation {
             ("next_attempt_at", job.nextAttemptAt > 0 ? .string(Format.timestamp(job.nextAttemptAt)) : .null),
             ("last_status", .optional(job.lastStatus)),
             ("last_error", .optional(job.lastError.map(HTTPURL.redact))),
+            ("error_kind", .optional(job.errorKind.map(HTTPURL.redact))),
             ("expected_bytes", .optional(job.expectedBytes)),
             ("received_bytes", .int(job.receivedBytes)),
             ("checksum", .optional(job.checksum)),

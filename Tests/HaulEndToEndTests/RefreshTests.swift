@@ -1,0 +1,65 @@
+import Foundation
+import HaulCore
+import HaulTestSupport
+import Synchronization
+import XCTest
+
+/// `haul refresh`: done jobs asked again with their recorded validators; a 304 leaves the file, a
+/// 200 replaces it atomically; no validator, no refetch unless --force; kept files left alone.
+final class RefreshTests: XCTestCase {
+    func testRefreshAsksWithValidatorsKeepsCurrentFilesAndReplacesChangedOnes() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let same = runTestData(4_000, seed: 51)
+        let version = Mutex((data: runTestData(4_000, seed: 52), etag: "\"v1\""))
+        let plain = runTestData(4_000, seed: 53)
+        // A server that honours If-None-Match, as static servers do.
+        func conditional(_ data: @escaping @Sendable () -> (data: Data, etag: String)) -> FaultServer.Handler {
+            return { request in
+                let (body, etag) = data()
+                if request.headers["If-None-Match"] == etag { return FaultServer.Response.status(304).withHeader("ETag", etag) }
+                return FaultServer.fileResponse(body, request: request, etag: etag)
+            }
+        }
+        server.route("/same.bin", conditional { (same, "\"s1\"") })
+        server.route("/changing.bin", conditional { version.withLock { $0 } })
+        server.route("/plain.bin", FaultServer.file(plain))
+        server.route("/kept.bin", FaultServer.file(plain))
+        XCTAssertTrue(FileManager.default.createFile(atPath: h.out + "/kept.bin", contents: Data("mine".utf8)))
+        try h.add(["same.bin", "changing.bin", "plain.bin", "kept.bin"].map { server.url("/\($0)").absoluteString })
+        XCTAssertEqual(try h.run(["run"]).status, 0)
+        let firstChanging = h.contents("changing.bin")
+
+        let refresh = try h.run(["refresh", "--all"])
+        XCTAssertEqual(refresh.status, 0, refresh.stderrText)
+        XCTAssertTrue(refresh.stdoutText.contains("queued 2 jobs to be checked (2 by validator); 1 without a validator"), refresh.stdoutText)
+        XCTAssertTrue(refresh.stdoutText.contains("1 kept files (yours) left alone"), refresh.stdoutText)
+        let newer = runTestData(5_000, seed: 54)
+        version.withLock { $0 = (newer, "\"v2\"") }
+        server.resetRecording()
+
+        let result = try h.run(["run", "--json"])
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertEqual(server.requests(path: "/same.bin").map { $0.headers["If-None-Match"] }, ["\"s1\""])
+        XCTAssertEqual(server.requests(path: "/changing.bin").map { $0.headers["If-None-Match"] }, ["\"v1\""])
+        XCTAssertEqual(server.requestCount(path: "/plain.bin"), 0, "no validator: not fetched again without --force")
+        XCTAssertEqual(server.requestCount(path: "/kept.bin"), 0)
+        XCTAssertEqual(h.contents("same.bin"), same)
+        XCTAssertEqual(h.contents("changing.bin"), newer, "a changed file replaces the old one")
+        XCTAssertNotEqual(firstChanging, newer)
+        XCTAssertEqual(h.contents("kept.bin"), Data("mine".utf8))
+        let events = result.stdoutLines.compactMap(runTestJSON)
+        XCTAssertEqual(events.filter { $0["event"] as? String == "unchanged" }.compactMap { $0["id"] as? Int }, [1])
+        XCTAssertEqual(events.last?["unchanged"] as? Int, 1)
+        XCTAssertEqual(try h.show(2)["etag"] as? String, "\"v2\"", "the new file's validator is recorded")
+        XCTAssertEqual(h.tempFiles(), [])
+
+        XCTAssertEqual(try h.run(["refresh", "3", "--force"]).status, 0)
+        XCTAssertEqual(try h.run(["run"]).status, 0)
+        XCTAssertEqual(server.requests(path: "/plain.bin").map { $0.headers["If-None-Match"] }, [nil], "--force fetches it again")
+        XCTAssertEqual(h.contents("plain.bin"), plain)
+        XCTAssertEqual(try h.run(["refresh"]).status, 64)
+    }
+}
