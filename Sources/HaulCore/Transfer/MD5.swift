@@ -3,51 +3,23 @@
 /// Guarantees: `finalize()` returns the digest of exactly the bytes given to `update`, in order,
 /// however they were split. MD5 is broken for signatures; here it only checks that a file
 /// arrived as the list's author published it, which is what an md5 in a list is for.
-public struct MD5: StreamingDigest {
+public struct MD5: StreamingDigest, BlockDigest {
     private var state: (UInt32, UInt32, UInt32, UInt32) = (0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476)
-    private var buffer = [UInt8](repeating: 0, count: 64)
-    private var buffered = 0
-    private var length: UInt64 = 0
+    var blocks = PendingBlock(size: 64)
 
     public init() {}
 
+    static let blockSize = 64
+    static let lengthBytes = 8
+    static let lengthBigEndian = false
+
     public mutating func update(_ bytes: UnsafeRawBufferPointer) {
-        guard var pointer = bytes.baseAddress, bytes.count > 0 else { return }
-        var remaining = bytes.count
-        length &+= UInt64(remaining)
-        if buffered > 0 {
-            let take = min(64 - buffered, remaining)
-            buffer.withUnsafeMutableBytes { ($0.baseAddress! + buffered).copyMemory(from: pointer, byteCount: take) }
-            buffered += take
-            pointer += take
-            remaining -= take
-            if buffered == 64 {
-                buffer.withUnsafeBytes { compress(UnsafeRawPointer($0.baseAddress!)) }
-                buffered = 0
-            }
-        }
-        while remaining >= 64 {
-            compress(UnsafeRawPointer(pointer))
-            pointer += 64
-            remaining -= 64
-        }
-        if remaining > 0 {
-            buffer.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: pointer, byteCount: remaining) }
-            buffered = remaining
-        }
+        absorb(bytes)
     }
 
     /// The digest as 32 lower-case hex digits.
     public mutating func finalize() -> String {
-        let bitLength = length &* 8
-        var padding: [UInt8] = [0x80]
-        let padCount = (buffered < 56 ? 56 - buffered : 120 - buffered) - 1
-        padding += [UInt8](repeating: 0, count: padCount)
-        // The length goes in little-endian, as every word of MD5.
-        for shift in stride(from: 0, through: 56, by: 8) { padding.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-        let savedLength = length
-        padding.withUnsafeBytes { update($0) }
-        length = savedLength
+        pad()
         return [state.0, state.1, state.2, state.3].map { $0.byteSwapped.paddedHex }.joined()
     }
 
@@ -66,7 +38,7 @@ public struct MD5: StreamingDigest {
     /// The left rotations of each step, four per round.
     private static let shifts: [UInt32] = [7, 12, 17, 22, 5, 9, 14, 20, 4, 11, 16, 23, 6, 10, 15, 21]
 
-    private mutating func compress(_ block: UnsafeRawPointer) {
+    mutating func compress(_ block: UnsafeRawPointer) {
         var (a, b, c, d) = state
         withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 16) { m in
             Self.k.withUnsafeBufferPointer { k in

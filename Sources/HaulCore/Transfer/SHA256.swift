@@ -3,51 +3,24 @@
 /// Guarantees: `finalize()` returns the digest of exactly the bytes given to `update`, in order,
 /// however they were split. Foundation on Linux has no SHA-256, and one small file beats a
 /// dependency on a crypto library.
-public struct SHA256: StreamingDigest {
+public struct SHA256: StreamingDigest, BlockDigest {
     private var state: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) =
         (0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19)
-    private var buffer = [UInt8](repeating: 0, count: 64)
-    private var buffered = 0
-    private var length: UInt64 = 0
+    var blocks = PendingBlock(size: 64)
 
     public init() {}
 
+    static let blockSize = 64
+    static let lengthBytes = 8
+    static let lengthBigEndian = true
+
     public mutating func update(_ bytes: UnsafeRawBufferPointer) {
-        guard var pointer = bytes.baseAddress, bytes.count > 0 else { return }
-        var remaining = bytes.count
-        length &+= UInt64(remaining)
-        if buffered > 0 {
-            let take = min(64 - buffered, remaining)
-            buffer.withUnsafeMutableBytes { ($0.baseAddress! + buffered).copyMemory(from: pointer, byteCount: take) }
-            buffered += take
-            pointer += take
-            remaining -= take
-            if buffered == 64 {
-                buffer.withUnsafeBytes { compress(UnsafeRawPointer($0.baseAddress!)) }
-                buffered = 0
-            }
-        }
-        while remaining >= 64 {
-            compress(UnsafeRawPointer(pointer))
-            pointer += 64
-            remaining -= 64
-        }
-        if remaining > 0 {
-            buffer.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: pointer, byteCount: remaining) }
-            buffered = remaining
-        }
+        absorb(bytes)
     }
 
     /// The digest as 64 lower-case hex digits.
     public mutating func finalize() -> String {
-        let bitLength = length &* 8
-        var padding: [UInt8] = [0x80]
-        let padCount = (buffered < 56 ? 56 - buffered : 120 - buffered) - 1
-        padding += [UInt8](repeating: 0, count: padCount)
-        for shift in stride(from: 56, through: 0, by: -8) { padding.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-        let savedLength = length
-        padding.withUnsafeBytes { update($0) }
-        length = savedLength
+        pad()
         let words = [state.0, state.1, state.2, state.3, state.4, state.5, state.6, state.7]
         return words.map { word in
             let hex = String(word, radix: 16)
@@ -66,7 +39,7 @@ public struct SHA256: StreamingDigest {
         0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
     ]
 
-    private mutating func compress(_ block: UnsafeRawPointer) {
+    mutating func compress(_ block: UnsafeRawPointer) {
         var (a, b, c, d, e, f, g, h) = state
         withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
             Self.k.withUnsafeBufferPointer { k in

@@ -2,56 +2,25 @@
 ///
 /// Guarantees: `finalize()` returns the digest of exactly the bytes given to `update`, in order,
 /// however they were split.
-public struct SHA512: StreamingDigest {
+public struct SHA512: StreamingDigest, BlockDigest {
     private var state: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
         (0x6a09e667f3bcc908, 0xbb67ae8584caa73b, 0x3c6ef372fe94f82b, 0xa54ff53a5f1d36f1,
          0x510e527fade682d1, 0x9b05688c2b3e6c1f, 0x1f83d9abfb41bd6b, 0x5be0cd19137e2179)
-    private var buffer = [UInt8](repeating: 0, count: 128)
-    private var buffered = 0
-    private var length: UInt64 = 0
+    var blocks = PendingBlock(size: 128)
 
     public init() {}
 
+    static let blockSize = 128
+    static let lengthBytes = 16
+    static let lengthBigEndian = true
+
     public mutating func update(_ bytes: UnsafeRawBufferPointer) {
-        guard var pointer = bytes.baseAddress, bytes.count > 0 else { return }
-        var remaining = bytes.count
-        length &+= UInt64(remaining)
-        if buffered > 0 {
-            let take = min(128 - buffered, remaining)
-            buffer.withUnsafeMutableBytes { ($0.baseAddress! + buffered).copyMemory(from: pointer, byteCount: take) }
-            buffered += take
-            pointer += take
-            remaining -= take
-            if buffered == 128 {
-                buffer.withUnsafeBytes { compress(UnsafeRawPointer($0.baseAddress!)) }
-                buffered = 0
-            }
-        }
-        while remaining >= 128 {
-            compress(UnsafeRawPointer(pointer))
-            pointer += 128
-            remaining -= 128
-        }
-        if remaining > 0 {
-            buffer.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: pointer, byteCount: remaining) }
-            buffered = remaining
-        }
+        absorb(bytes)
     }
 
     /// The digest as 128 lower-case hex digits.
     public mutating func finalize() -> String {
-        // The length is 128 bits: the bit count's high word is what `length * 8` overflows.
-        let high = length >> 61
-        let low = length &* 8
-        var padding: [UInt8] = [0x80]
-        let padCount = (buffered < 112 ? 112 - buffered : 240 - buffered) - 1
-        padding += [UInt8](repeating: 0, count: padCount)
-        for word in [high, low] {
-            for shift in stride(from: 56, through: 0, by: -8) { padding.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
-        }
-        let savedLength = length
-        padding.withUnsafeBytes { update($0) }
-        length = savedLength
+        pad()
         let words = [state.0, state.1, state.2, state.3, state.4, state.5, state.6, state.7]
         return words.map(\.paddedHex).joined()
     }
@@ -79,7 +48,7 @@ public struct SHA512: StreamingDigest {
         0x4cc5d4becb3e42b6, 0x597f299cfc657e2a, 0x5fcb6fab3ad6faec, 0x6c44198c4a475817,
     ]
 
-    private mutating func compress(_ block: UnsafeRawPointer) {
+    mutating func compress(_ block: UnsafeRawPointer) {
         var (a, b, c, d, e, f, g, h) = state
         withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 80) { w in
             Self.k.withUnsafeBufferPointer { k in
