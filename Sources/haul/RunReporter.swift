@@ -53,7 +53,7 @@ final class RunReporter: Sendable {
         case .failed(let id, let url, let reason):
             return "failed  #\(id) \(HTTPURL.redact(url)): \(HTTPURL.redact(reason))"
         case .hostPaused(let host, let seconds, let reason):
-            return "paused  \(host) for \(String(format: "%.0f", seconds)) s (Retry-After after \(HTTPURL.redact(reason)))"
+            return "paused  \(host) for \(String(format: "%.0f", seconds)) s (\(HTTPURL.redact(reason)))"
         case .warning(let text):
             return "warning \(HTTPURL.redact(text))"
         }

@@ -228,6 +228,10 @@ struct EngineCore {
     }
     /// Jobs in hand not yet started, parked ones included (claims stay bounded by it).
     private var readyTotal: Int { hosts.values.reduce(0) { $0 + $1.readyCount } + parkedCount }
+    /// Jobs in hand as claims count them: up to a round of parked jobs (waiting for a folder)
+    /// do not count, so other folders' jobs are still claimed; more than that do, so what waits
+    /// in hand stays bounded.
+    private var heldForClaims: Int { readyTotal - min(parkedCount, 2 * config.workers) }
 
     // MARK: Events
 
@@ -325,10 +329,17 @@ struct EngineCore {
             hosts[hostID]?.free.append(transfer.slot)
         }
         let item = Pending(lease: transfer.lease, resumedFrom: resumedFrom)
-        if case .failed(.local, _, _) = end {} else if !blockedFolders.isEmpty,
-                                                      blockedFolders[transfer.lease.job.destination.parentFolder]?.probe == token {
-            // The probe got past the folder (or failed for another reason): the others go on.
-            folderWorks(transfer.lease.job.destination.parentFolder, now: now, into: &actions)
+        if !blockedFolders.isEmpty, case let folder = transfer.lease.job.destination.parentFolder, blockedFolders[folder]?.probe == token {
+            switch end {
+            case .verified:
+                folderWorks(folder, now: now, into: &actions)  // it wrote: the others go on
+            case .failed(.local, _, _):
+                break  // folderFailed counts it
+            case .failed(_, _, let snapshot) where (snapshot?.bytesOnDisk ?? 0) > 0:
+                folderWorks(folder, now: now, into: &actions)
+            default:
+                blockedFolders[folder]?.probe = nil  // it wrote nothing: the folder is tried with another job
+            }
         }
         if transfer.abandoned {
             // Its lease was lost: the result is not ours to record; a verified file stays in
@@ -394,6 +405,11 @@ struct EngineCore {
     /// counts, and blocks it for a growing interval; the job waits parked, its attempt unspent.
     private mutating func folderFailed(_ folder: String, why: String, lease: Lease, snapshot: DownloadAttempt.Snapshot?,
                                        now: Int, into actions: inout [Action]) {
+        guard !stopping else {
+            queue(.release(jobID: lease.jobID, token: lease.token, reason: Self.stopped,
+                           progress: snapshot.map { Self.progress($0, lease: lease) }), Pending(lease: lease), now: now)
+            return
+        }
         var block = blockedFolders[folder] ?? BlockedFolder(until: 0, failures: 0, reason: why, since: now)
         if block.failures == 0 || block.probe == lease.token {
             block.failures += 1
@@ -420,7 +436,10 @@ struct EngineCore {
     /// A job of `folder` got past it: the folder works (again), and its parked jobs go on.
     private mutating func folderWorks(_ folder: String, now: Int, into actions: inout [Action]) {
         guard let block = blockedFolders.removeValue(forKey: folder) else { return }
-        for lease in block.parked.reversed() { hosts[lease.job.hostID, default: Host()].pushFront(lease) }
+        for lease in block.parked.reversed() {
+            hosts[lease.job.hostID, default: Host()].pushFront(lease)
+            if !hostOrder.contains(lease.job.hostID) { hostOrder.append(lease.job.hostID) }
+        }
         actions.append(.report(.warning("\(folder) can be written again; its \(block.parked.count + 1) waiting jobs go on")))
     }
 
@@ -455,6 +474,11 @@ struct EngineCore {
         hosts[hostID] = host
     }
 
+    /// A lease that was to probe a folder leaves the hand without running: another is chosen.
+    private mutating func forgetProbe(_ token: String) {
+        for (folder, block) in blockedFolders where block.probe == token { blockedFolders[folder]?.probe = nil }
+    }
+
     /// Hands every parked job back to the queue, uncounted.
     private mutating func releaseParked(reason: String, now: Int) {
         for (folder, block) in blockedFolders {
@@ -480,7 +504,8 @@ struct EngineCore {
         let limit = config.maxAttempts ?? 5
         let othersInHand = hosts.values.reduce(0) { $0 + $1.readyCount }
         if let (folder, worst) = blockedFolders.first(where: { $0.value.failures >= limit && $0.value.probe == nil }),
-           transfers.isEmpty, othersInHand == 0, verified.isEmpty, placing.isEmpty {
+           transfers.isEmpty, othersInHand == 0, verified.isEmpty, placing.isEmpty,
+           lastQueued != nil || parkedCount >= 2 * config.workers {  // the queue has nothing else to give
             let seconds = max(1, (now - worst.since) / 1000)
             summary.localFault = "cannot write in \(folder): \(worst.reason) (tried \(worst.failures) times over \(seconds) s); mend it, then run haul again: its jobs stay queued"
             stopping = true
@@ -493,6 +518,7 @@ struct EngineCore {
     private mutating func failUnreachable(_ hostID: Int, now: Int, into actions: inout [Action]) {
         guard let reason = hosts[hostID]?.unreachable else { return }
         while let lease = hosts[hostID]?.popReady() {
+            forgetProbe(lease.token)
             actions.append(.removeTemp(lease))
             queue(.fail(jobID: lease.jobID, token: lease.token, status: nil, reason: reason), Pending(lease: lease), now: now)
         }
@@ -532,7 +558,7 @@ struct EngineCore {
                 pauses.append(HostPause(host: job.host, until: until, reason: "Retry-After from \(failure.description)"))
                 let current = hosts[job.hostID]?.pausedUntil ?? 0
                 hosts[job.hostID, default: Host()].pausedUntil = max(current, until)
-                actions.append(.report(.hostPaused(host: job.host, seconds: pauseHost, reason: failure.description)))
+                actions.append(.report(.hostPaused(host: job.host, seconds: pauseHost, reason: "Retry-After after \(failure.description)")))
             }
             queue(.retry(jobID: job.id, token: lease.token, at: now + Int(delay * 1000), status: status,
                          error: failure.description, progress: progress), item, now: now)
@@ -572,6 +598,12 @@ struct EngineCore {
             for token in lostJobs {
                 verified[token]?.stale = true
                 placing[token]?.stale = true
+            }
+            for (folder, block) in blockedFolders {
+                var changed = block
+                changed.parked.removeAll { lostJobs.contains($0.token) }
+                if let probe = changed.probe, lostJobs.contains(probe) { changed.probe = nil }
+                blockedFolders[folder] = changed
             }
         }
         for slot in result.lostSlots {
@@ -630,7 +662,7 @@ struct EngineCore {
             // (or to take back what they hand back).
             let poll = holdsNoJob && unfinished.queued == 0 ? 100 : 1000
             claimNotBefore = now + max(10, min(poll, (result.nextWake ?? (now + poll)) - now))
-            if unfinished.queued > 0 && result.nextWake == nil { claimBlockedReady = readyTotal }
+            if unfinished.queued > 0 && result.nextWake == nil { claimBlockedReady = heldForClaims }
         } else {
             drained = false
             if !result.claimed.isEmpty {
@@ -724,10 +756,13 @@ struct EngineCore {
     /// work per event follow the hosts in hand, not every host the run has seen.
     private mutating func pruneHosts(now: Int) {
         guard hostOrder.count > 2 * config.workers else { return }
+        let parkedHosts = Set(blockedFolders.values.flatMap { $0.parked.map(\.job.hostID) })
         hostOrder.removeAll { id in
             guard let host = hosts[id] else { return true }
+            // A host that is down or overloaded is remembered, so its next jobs do not start over.
             let empty = host.readyCount == 0 && host.busy == 0 && host.free.isEmpty && host.pausedUntil <= now
                 && host.noSlotsUntil <= now && !releasing.contains { $0.hostID == id }
+                && host.downFailures == 0 && host.unreachable == nil && host.limit == nil && !parkedHosts.contains(id)
             if empty { hosts[id] = nil }
             return empty
         }
@@ -814,6 +849,10 @@ struct EngineCore {
                 releasing.append(contentsOf: host.free)
                 host.free.removeAll()
                 host.idleSince = nil
+            } else if host.limit != nil && host.busy + host.free.count > host.limitCap {
+                let extra = min(host.free.count, host.busy + host.free.count - host.limitCap)
+                releasing.append(contentsOf: host.free.suffix(extra))
+                host.free.removeLast(extra)
             } else if host.yieldOne && host.busy + host.free.count > 1 {
                 releasing.append(host.free.removeLast())
                 host.yieldOne = false
@@ -823,7 +862,7 @@ struct EngineCore {
         }
         if !request.wantSlots.isEmpty { reasons += 1 }
         if !releasing.isEmpty { request.releaseSlots = releasing; reasons += 1 }
-        let ready = readyTotal
+        let ready = heldForClaims
         // Two rounds of work in hand: one exchange (with a batch of outcomes) may take as long
         // as many transfers.
         let claimDue = now >= claimNotBefore || claimBlockedReady.map { ready < $0 } == true
@@ -908,7 +947,7 @@ struct EngineCore {
             if !headProgress.isEmpty { times.append(lastProgress + config.batchDelay) }
             times.append(lastRenewal + renewEvery)
             if !transfers.isEmpty { times.append(lastProgress + config.progressEvery) }
-            if !stopping && readyTotal < 2 * config.workers - max(1, config.workers / 4) { times.append(claimNotBefore) }
+            if !stopping && heldForClaims < 2 * config.workers - max(1, config.workers / 4) { times.append(claimNotBefore) }
             for block in blockedFolders.values where block.probe == nil && !block.parked.isEmpty { times.append(block.until) }
             for host in hosts.values {
                 if let idle = host.idleSince { times.append(idle + Self.idleSlot) }

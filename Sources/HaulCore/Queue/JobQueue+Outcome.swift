@@ -72,6 +72,7 @@ extension JobQueue {
         try database.transaction(.write) {
             try database.run("""
                 UPDATE jobs SET state = 'done', last_status = 304, last_error = NULL, error_kind = NULL, finished_at = ?, updated_at = ?,
+                    received_bytes = coalesce(placed_size, received_bytes), expected_bytes = coalesce(placed_size, expected_bytes),
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL
                 WHERE id = ? AND lease_token = ? AND state = 'running'
                 """, now, now, jobID, token)

@@ -36,9 +36,15 @@ public enum ExistingFile {
     /// The lower-case hex digest, by `algorithm`, of the regular file at `path` (not following
     /// a link).
     public static func digest(of path: String, _ algorithm: Checksum.Algorithm) throws -> String {
-        let descriptor = Glibc.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        // Non-blocking, so a FIFO there cannot hang the run; only a regular file is read.
+        let descriptor = Glibc.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else { throw TransferIOError.errno("cannot read \(path)") }
         defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            throw TransferIOError("\(path) is not a regular file; remove it, or add the URL with --if-exists rename")
+        }
+        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
         var digest = algorithm.makeDigest()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {
