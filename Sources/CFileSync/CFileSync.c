@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/xattr.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 #include "CFileSync.h"
@@ -23,4 +25,12 @@ long long haul_filesystem_type(int fd) {
 
 int haul_rename_noreplace(const char *from, const char *to) {
     return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+}
+
+int haul_mark_file(int fd, const char *value) {
+    return fsetxattr(fd, "user.haul.job", value, strlen(value), 0);
+}
+
+long haul_read_mark(const char *path, char *buffer, unsigned long size) {
+    return (long)lgetxattr(path, "user.haul.job", buffer, size);
 }

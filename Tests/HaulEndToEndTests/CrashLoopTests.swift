@@ -144,6 +144,10 @@ final class CrashLoopTests: XCTestCase {
                 XCTFail("\(context): \(job.name) ended \(state.state)")
             }
         }
+        // No destination held a file before the run, so no job may end "kept": a kill between a
+        // file's move into place and its record must not make haul take its own file for the user's.
+        let kept = try database.scalarInt("SELECT count(*) FROM jobs WHERE kept = 1")
+        XCTAssertEqual(kept, 0, "\(context): \(kept) jobs took haul's own file for one already there")
         // The attempts table agrees: no job has more attempt records than its maximum.
         let overused = try database.rows("""
             SELECT j.id, count(a.id), j.max_attempts FROM jobs j JOIN attempts a ON a.job_id = j.id

@@ -127,4 +127,40 @@ final class ExistingFileTests: XCTestCase {
         XCTAssertEqual(try h.run(["run", "--if-exists", "replace"]).status, 0)
         XCTAssertEqual(h.contents("over.bin"), theirs)
     }
+
+    /// A file haul moved into place whose record a kill -9 prevented carries haul's mark for its
+    /// job: the next run knows it as its own (it replaces it, instead of placing a copy beside
+    /// it under rename, or keeping it as the user's under skip). A file with another mark is
+    /// the user's.
+    func testAFileHaulPlacedButDidNotRecordIsKnownByItsMark() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let theirs = runTestData(5_000, seed: 6)
+        server.route("/ours.bin", FaultServer.file(theirs))
+        server.route("/other.bin", FaultServer.file(theirs))
+        let list = try h.temp.write("marks.txt", Data("\(server.url("/ours.bin").absoluteString)\n\(server.url("/other.bin").absoluteString)\n".utf8))
+        XCTAssertEqual(try h.run(["add", "-i", list, "-d", h.out, "--if-exists", "rename"]).status, 0)
+        let queue = try JobQueue(path: h.db, mode: .mustExist)
+        let ours = try XCTUnwrap(try queue.job(id: 1))
+        _ = try plant(h, "ours.bin")
+        _ = try plant(h, "other.bin")
+        try setMark(h.out + "/ours.bin", ExistingFile.mark(jobID: ours.id, createdAt: ours.createdAt))
+        try setMark(h.out + "/other.bin", ExistingFile.mark(jobID: 2, createdAt: 0))
+
+        XCTAssertEqual(try h.run(["run"]).status, 0)
+
+        XCTAssertEqual(h.contents("ours.bin"), theirs, "haul's own file is replaced in place")
+        XCTAssertNil(h.contents("ours.1.bin"), "no copy beside haul's own file")
+        XCTAssertEqual(h.contents("other.bin"), mine, "another mark: the user's file")
+        XCTAssertEqual(h.contents("other.1.bin"), theirs)
+    }
+
+    /// Sets user.haul.job on `path` (with python3, as the test support has no xattr call).
+    private func setMark(_ path: String, _ value: String) throws {
+        let python = try XCTUnwrap(["/usr/bin/python3", "/bin/python3"].first(where: FileManager.default.isExecutableFile), "python3 is needed")
+        let result = try HaulProcess.run(URL(fileURLWithPath: python),
+                                         ["-c", "import os,sys; os.setxattr(sys.argv[1], 'user.haul.job', sys.argv[2].encode())", path, value])
+        guard result.status == 0 else { throw XCTSkip("cannot set an extended attribute on \(path): \(result.stderrText)") }
+    }
 }

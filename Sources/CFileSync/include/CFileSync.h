@@ -25,4 +25,13 @@ long long haul_filesystem_type(int fd);
 /// system cannot do it.
 int haul_rename_noreplace(const char *from, const char *to);
 
+/// Sets the extended attribute user.haul.job of the open file `fd` to `value` (which haul's own
+/// placed files carry, see ExistingFile). Returns 0, or -1 with errno set (ENOTSUP where the
+/// file system has no user attributes).
+int haul_mark_file(int fd, const char *value);
+
+/// Reads user.haul.job of the file at `path` (not following a link) into `buffer`; returns its
+/// length, or -1 with errno set (ENODATA when it has none).
+long haul_read_mark(const char *path, char *buffer, unsigned long size);
+
 #endif

@@ -257,7 +257,7 @@ private final class Runner: @unchecked Sendable {
         case .rename: .besideExisting
         }
         var conditional: DownloadAttempt.Conditional? = nil
-        switch ExistingFile.examine(job.destination, placed: job.placed) {
+        switch ExistingFile.examine(job.destination, placed: job.placed, mark: ExistingFile.mark(jobID: job.id, createdAt: job.createdAt)) {
         case .nothing:
             break
         case .haulsOwn:
@@ -344,7 +344,8 @@ private final class Runner: @unchecked Sendable {
         guard let attempt = attempts[token] else { return }
         let end: EngineCore.TransferEnd
         switch attempt.verify(result) {
-        case .verified(let file):
+        case .verified(var file):
+            if let lease = leases[token] { file.mark = ExistingFile.mark(jobID: lease.jobID, createdAt: lease.job.createdAt) }
             files[token] = (file, modes[token] ?? .keepExisting)
             end = .verified(status: file.status, bytes: file.bytes)
         case .failed(let failure, let status):

@@ -1,3 +1,4 @@
+import CFileSync
 import Foundation
 
 /// What is at a job's destination before haul fetches anything for it, and what that means.
@@ -15,14 +16,31 @@ public enum ExistingFile {
         case usersFile(size: Int64)
     }
 
-    public static func examine(_ destination: String, placed: PlacedFile?) -> Found {
+    /// - Parameter mark: what haul writes on a file it places for this job (see `mark(jobID:createdAt:)`):
+    ///   a file carrying it is haul's own even when the queue did not record it (a crash came
+    ///   between the move into place and the record).
+    public static func examine(_ destination: String, placed: PlacedFile?, mark: String? = nil) -> Found {
         var info = stat()
         guard lstat(destination, &info) == 0 else { return .nothing }
         if (info.st_mode & S_IFMT) == S_IFDIR { return .nothing }  // placement refuses it, naming it
-        if let placed, placed.path == nil, (info.st_mode & S_IFMT) == S_IFREG, FileIdentity(stat: info) == placed.identity {
-            return .haulsOwn
-        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else { return .usersFile(size: Int64(info.st_size)) }
+        if let placed, placed.path == nil, FileIdentity(stat: info) == placed.identity { return .haulsOwn }
+        // Not recorded (a crash came between the move and the record): the mark tells. Once it is
+        // recorded, the identity alone does, so a file changed since is the user's.
+        if placed == nil, let mark, Self.mark(of: destination) == mark { return .haulsOwn }
         return .usersFile(size: Int64(info.st_size))
+    }
+
+    /// What haul writes on the file it places for a job: unique to the job and its queue (the
+    /// job's id and when it was added, to the millisecond).
+    public static func mark(jobID: Int, createdAt: Int) -> String { "\(jobID)@\(createdAt)" }
+
+    /// The mark on the file at `path`, or nil.
+    static func mark(of path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: 64)
+        let count = haul_read_mark(path, &buffer, 63)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// The identity of the regular file at `path` now (not following a link); nil when there

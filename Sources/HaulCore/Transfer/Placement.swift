@@ -1,3 +1,4 @@
+import CFileSync
 import Foundation
 
 /// Moves a batch of verified downloads to their destinations, durably: their bytes made durable
@@ -48,6 +49,7 @@ public enum Placement {
                 outcome[index] = .failed(problem.message)
                 continue
             }
+            if let mark = file.mark { _ = haul_mark_file(file.descriptor, mark) }  // best effort: not every file system keeps it
             do {
                 switch try file.place(mode) {
                 case .moved(let to):

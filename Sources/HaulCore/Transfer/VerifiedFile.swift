@@ -17,6 +17,9 @@ public struct VerifiedFile: Sendable {
     /// What the response said of the file (validators, type, final URL) and its sha256 when
     /// computed.
     public var metadata = ResponseMetadata()
+    /// Written on the file (an extended attribute) just before it is moved into place, so that
+    /// haul knows it as its own even when a crash came before the queue recorded it.
+    public var mark: String?
 
     /// Writes the bytes of every file in `files` to disk and returns, for each file (same
     /// order), nil or why its bytes may not be on disk. One syncfs(2) per file system writes
