@@ -62,4 +62,30 @@ final class RefreshTests: XCTestCase {
         XCTAssertEqual(h.contents("plain.bin"), plain)
         XCTAssertEqual(try h.run(["refresh"]).status, 64)
     }
+
+    /// A job whose file went beside the user's (`--if-exists rename`) is refreshed where it went:
+    /// the new version replaces `NAME.1.EXT`, no `NAME.2.EXT` appears, the user's file stays.
+    func testARefreshReplacesAFilePlacedBesideTheUsersWhereItWent() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let version = Mutex(runTestData(3_000, seed: 55))
+        server.route("/r.bin") { request in FaultServer.fileResponse(version.withLock { $0 }, request: request, etag: "\"\(version.withLock { $0.count })\"") }
+        let mine = Data("mine".utf8)
+        XCTAssertTrue(FileManager.default.createFile(atPath: h.out + "/r.bin", contents: mine))
+        let list = try h.temp.write("r.txt", Data("\(server.url("/r.bin").absoluteString)\n".utf8))
+        XCTAssertEqual(try h.run(["add", "-i", list, "-d", h.out, "--if-exists", "rename"]).status, 0)
+        XCTAssertEqual(try h.run(["run"]).status, 0)
+        XCTAssertEqual(h.contents("r.1.bin"), version.withLock { $0 })
+
+        let newer = runTestData(3_500, seed: 56)
+        version.withLock { $0 = newer }
+        XCTAssertEqual(try h.run(["refresh", "1"]).status, 0)
+        XCTAssertEqual(try h.run(["run"]).status, 0)
+
+        XCTAssertEqual(h.contents("r.1.bin"), newer)
+        XCTAssertNil(h.contents("r.2.bin"), "no second copy")
+        XCTAssertEqual(h.contents("r.bin"), mine)
+        XCTAssertEqual(server.requests(path: "/r.bin").last?.headers["If-None-Match"], "\"3000\"", "asked with its validator")
+    }
 }

@@ -257,11 +257,20 @@ private final class Runner: @unchecked Sendable {
         case .rename: .besideExisting
         }
         var conditional: DownloadAttempt.Conditional? = nil
-        switch ExistingFile.examine(job.destination, placed: job.placed, mark: ExistingFile.mark(jobID: job.id, createdAt: job.createdAt)) {
+        // A file haul placed beside the destination (rename) is looked for where it went.
+        var found = ExistingFile.Found.nothing
+        if let beside = job.placed?.path, ExistingFile.examine(beside, placed: job.placed) == .haulsOwn {
+            found = .haulsOwn
+            mode = .replaceAt(beside)
+        } else {
+            found = ExistingFile.examine(job.destination, placed: job.placed?.path == nil ? job.placed : nil,
+                                         mark: ExistingFile.mark(jobID: job.id, createdAt: job.createdAt))
+            if found == .haulsOwn { mode = .replace }
+        }
+        switch found {
         case .nothing:
             break
         case .haulsOwn:
-            mode = .replace
             // Haul's own file is still there (a refresh): ask whether it changed.
             if let metadata = job.placed?.metadata, metadata.etag != nil || metadata.lastModified != nil {
                 conditional = DownloadAttempt.Conditional(etag: metadata.etag, lastModified: metadata.lastModified)

@@ -19,12 +19,14 @@ public enum ExistingFile {
     /// - Parameter mark: what haul writes on a file it places for this job (see `mark(jobID:createdAt:)`):
     ///   a file carrying it is haul's own even when the queue did not record it (a crash came
     ///   between the move into place and the record).
+    /// - Parameter destination: where to look: the job's destination, or where haul placed its
+    ///   file beside it (`placed.path`).
     public static func examine(_ destination: String, placed: PlacedFile?, mark: String? = nil) -> Found {
         var info = stat()
         guard lstat(destination, &info) == 0 else { return .nothing }
         if (info.st_mode & S_IFMT) == S_IFDIR { return .nothing }  // placement refuses it, naming it
         guard (info.st_mode & S_IFMT) == S_IFREG else { return .usersFile(size: Int64(info.st_size)) }
-        if let placed, placed.path == nil, FileIdentity(stat: info) == placed.identity { return .haulsOwn }
+        if let placed, FileIdentity(stat: info) == placed.identity { return .haulsOwn }
         // Not recorded (a crash came between the move and the record): the mark tells. Once it is
         // recorded, the identity alone does, so a file changed since is the user's.
         if placed == nil, let mark, Self.mark(of: destination) == mark { return .haulsOwn }

@@ -19,6 +19,9 @@ public enum Placement {
         case keepExisting
         /// At the destination when it is free, else beside it as `NAME.1.EXT`, `NAME.2.EXT`…
         case besideExisting
+        /// Over haul's own file placed beside the destination earlier (a refresh of a job placed
+        /// by `rename`).
+        case replaceAt(String)
     }
 
     /// What a move did.

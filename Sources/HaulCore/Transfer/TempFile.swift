@@ -147,6 +147,9 @@ public struct TempFile: Sendable {
             let size = lstat(destination, &there) == 0 ? Int64(there.st_size) : 0
             unlink(path)  // a whole, verified download nobody needs: the user's file stays
             return .destinationTaken(size: size)
+        case .replaceAt(let target):
+            guard rename(path, target) == 0 else { throw TransferIOError.errno("cannot move the download to \(target)") }
+            return .moved(to: target)
         case .besideExisting:
             if try moveUnlessTaken(to: destination) { return .moved(to: nil) }
             for number in 1...Self.besideLimit {
