@@ -9,9 +9,11 @@ final class ExportTests: XCTestCase {
     private let fields = ["id", "destination", "url", "final_url", "state", "bytes", "checksum", "file_sha256", "etag",
                           "last_modified", "content_type", "last_status", "attempts", "finished_at", "kept", "last_error"]
 
-    /// A queue of four jobs after one run: 1 done (through a redirect, with credentials in its URL,
-    /// a sha256 given, to a destination whose name holds a comma and a quote), 2 failed (404, with
-    /// credentials), 3 done by keeping the file already there, 4 queued (added after the run).
+    /// A queue of five jobs after one run: 1 done (through a redirect, with credentials in its
+    /// URL, a sha256 given, to a destination whose name holds a comma and a quote), 2 failed (404,
+    /// with credentials), 3 done by keeping the file already there, 4 done and placed beside a
+    /// file already there (`--if-exists rename`), 5 queued after a 503 whose reason holds a URL
+    /// with credentials (set through the queue: haul's own reasons are redacted when made).
     private struct Scenario {
         let h: RunHarness
         let server: FaultServer
@@ -29,16 +31,25 @@ final class ExportTests: XCTestCase {
                                                    contentType: "application/x-test"))
         server.route("/missing.bin", FaultServer.Response.status(404))
         server.route("/kept.bin", FaultServer.file(data))
-        XCTAssertTrue(FileManager.default.createFile(atPath: h.out + "/kept.bin", contents: Data("mine\n".utf8)))
+        server.route("/taken.bin", FaultServer.file(Data("theirs".utf8), contentType: "text/plain"))
+        for name in ["kept.bin", "taken.bin"] {
+            XCTAssertTrue(FileManager.default.createFile(atPath: h.out + "/" + name, contents: Data("mine\n".utf8)))
+        }
         let port = server.port
         try h.add(["http://user:secret@127.0.0.1:\(port)/moved out=a,\"b\".bin sha256=\(runTestSHA256(data))",
                    "http://user:secret@127.0.0.1:\(port)/missing.bin",
                    "http://127.0.0.1:\(port)/kept.bin"])
+        let renamed = try h.run(["add", "http://127.0.0.1:\(port)/taken.bin", "-d", h.out, "--if-exists", "rename"])
+        XCTAssertEqual(renamed.status, 0, renamed.stderrText)
         let started = Int(Date().timeIntervalSince1970) * 1000
         let run = try h.run(["run", "--checksum", "sha256", "--quiet"])
         XCTAssertEqual(run.status, 1, "job 2 fails: \(run.stderrText)")
         let ended = Int(Date().timeIntervalSince1970 + 1) * 1000
         try h.add(["http://127.0.0.1:\(port)/later.bin"])
+        let queue = try JobQueue(path: h.db, mode: .mustExist)
+        let lease = try XCTUnwrap(try queue.claim(ClaimRequest(limit: 1, perHostCap: 1)).first)
+        XCTAssertEqual(lease.jobID, 5)
+        _ = try queue.reschedule(jobID: 5, token: lease.token, at: 0, status: 503, error: "HTTP 503 via http://proxy:secret@127.0.0.1:1/")
         return Scenario(h: h, server: server, data: data, started: started, ended: ended)
     }
 
@@ -57,12 +68,18 @@ final class ExportTests: XCTestCase {
              "final_url": none, "state": "failed", "bytes": "0", "checksum": none, "file_sha256": none, "etag": none,
              "last_modified": none, "content_type": none, "last_status": "404", "attempts": "1", "kept": "false",
              "last_error": "HTTP 404 Not Found"],
+            // A kept file: its size, one attempt (which records the keeping), no request made.
             ["id": "3", "destination": s.h.out + "/kept.bin", "url": "http://127.0.0.1:\(port)/kept.bin", "final_url": none,
              "state": "done", "bytes": "5", "checksum": none, "file_sha256": none, "etag": none, "last_modified": none,
              "content_type": none, "last_status": none, "attempts": "1", "kept": "true", "last_error": none],
-            ["id": "4", "destination": s.h.out + "/later.bin", "url": "http://127.0.0.1:\(port)/later.bin", "final_url": none,
+            ["id": "4", "destination": s.h.out + "/taken.1.bin", "url": "http://127.0.0.1:\(port)/taken.bin",
+             "final_url": "http://127.0.0.1:\(port)/taken.bin", "state": "done", "bytes": "6", "checksum": none,
+             "file_sha256": runTestSHA256(Data("theirs".utf8)), "etag": none, "last_modified": none, "content_type": "text/plain",
+             "last_status": "200", "attempts": "1", "kept": "false", "last_error": none],
+            ["id": "5", "destination": s.h.out + "/later.bin", "url": "http://127.0.0.1:\(port)/later.bin", "final_url": none,
              "state": "queued", "bytes": "0", "checksum": none, "file_sha256": none, "etag": none, "last_modified": none,
-             "content_type": none, "last_status": none, "attempts": "0", "kept": "false", "last_error": none],
+             "content_type": none, "last_status": "503", "attempts": "1", "kept": "false",
+             "last_error": "HTTP 503 via http://***@127.0.0.1:1/"],
         ]
     }
 
@@ -78,7 +95,7 @@ final class ExportTests: XCTestCase {
     }
 
     private func assertFinished(_ value: String?, _ s: Scenario, id: Int, file: StaticString = #filePath, line: UInt = #line) {
-        guard id != 4 else { return XCTAssertNil(value, "a queued job has not finished", file: file, line: line) }
+        guard id != 5 else { return XCTAssertNil(value, "a queued job has not finished", file: file, line: line) }
         let parser = ISO8601DateFormatter()
         guard let value, value.hasSuffix("Z"), value.count == 20, let date = parser.date(from: value) else {
             return XCTFail("job \(id): finished_at is not ISO 8601 UTC to the second: \(value ?? "null")", file: file, line: line)
@@ -99,7 +116,7 @@ final class ExportTests: XCTestCase {
         XCTAssertTrue(jsonl.stdoutText.hasSuffix("}\n"), jsonl.stdoutText)
         let objects = jsonl.stdoutLines.compactMap(runTestJSON)
         XCTAssertEqual(objects.count, jsonl.stdoutLines.count, "every line is one JSON object: \(jsonl.stdoutText)")
-        XCTAssertEqual(objects.count, 4, jsonl.stdoutText)
+        XCTAssertEqual(objects.count, 5, jsonl.stdoutText)
         for (index, object) in objects.enumerated() {
             XCTAssertEqual(Set(object.keys), Set(fields), "job \(index + 1)")
             for (key, value) in expected[index] {
@@ -119,7 +136,7 @@ final class ExportTests: XCTestCase {
         XCTAssertEqual(csv.status, 0, csv.stderrText)
         let rows = try parseCSV(csv.stdoutText)
         XCTAssertEqual(rows.first, fields, "the header row")
-        XCTAssertEqual(rows.count, 5, csv.stdoutText)
+        XCTAssertEqual(rows.count, 6, csv.stdoutText)
         for (index, row) in rows.dropFirst().enumerated() {
             XCTAssertEqual(row.count, fields.count, "row \(index + 1): \(row)")
             let record = Dictionary(uniqueKeysWithValues: zip(fields, row))
@@ -131,7 +148,7 @@ final class ExportTests: XCTestCase {
         // The destination with a comma and a quote, quoted with its quote doubled; rows end in CRLF.
         XCTAssertTrue(csv.stdoutText.contains(",\"\(s.h.out)/a,\"\"b\"\".bin\","), csv.stdoutText)
         XCTAssertTrue(csv.stdoutText.hasPrefix(fields.joined(separator: ",") + "\r\n"), csv.stdoutText)
-        XCTAssertEqual(csv.stdoutText.components(separatedBy: "\r\n").count, 6, "five rows, each ending in CRLF")
+        XCTAssertEqual(csv.stdoutText.components(separatedBy: "\r\n").count, 7, "six rows, each ending in CRLF")
 
         for (name, result) in [("jsonl", jsonl), ("csv", csv)] {
             XCTAssertFalse(result.stdoutText.contains("secret") || result.stdoutText.contains("user:"), "\(name) showed a credential")
@@ -147,7 +164,7 @@ final class ExportTests: XCTestCase {
         XCTAssertEqual(failed.status, 0, failed.stderrText)
         XCTAssertEqual(failed.stdoutLines.compactMap(runTestJSON).compactMap { $0["id"] as? Int }, [2], failed.stdoutText)
         let done = try s.h.run(["export", "--state", "done", "--format", "csv"])
-        XCTAssertEqual(try parseCSV(done.stdoutText).dropFirst().map { $0.first }, ["1", "3"], done.stdoutText)
+        XCTAssertEqual(try parseCSV(done.stdoutText).dropFirst().map { $0.first }, ["1", "3", "4"], done.stdoutText)
         let none = try s.h.run(["export", "--state", "cancelled", "--format", "csv"])
         XCTAssertEqual(try parseCSV(none.stdoutText), [fields], "no job: the header row alone")
 
@@ -198,7 +215,7 @@ final class ExportTests: XCTestCase {
         XCTAssertEqual(itself.stderrLines.count, 1, itself.stderrText)
         XCTAssertTrue(itself.stderrText.contains("is the queue database"), itself.stderrText)
         XCTAssertEqual(FileManager.default.contents(atPath: s.h.db), before)
-        XCTAssertEqual(try s.h.counts()["done"], 2)
+        XCTAssertEqual(try s.h.counts()["done"], 3)
     }
 
     /// A full disk behind the output is reported once, naming it, and is a failure.
