@@ -36,8 +36,17 @@ final class QueueExportTests: XCTestCase {
         }
         XCTAssertEqual(try ids(queue, after: 4, batch: 3), Array(5...10))
         XCTAssertEqual(try ids(queue, after: 10, batch: 3), [])
+        // The walk runs with a small page cache, and gives the connection its own back.
+        let cacheSize = try queue.database.scalarInt("PRAGMA cache_size")
         var jobs: [Job] = []
-        try queue.forEachJob(batch: 4) { jobs.append($0) }
+        var cacheDuringWalk: Set<Int> = []
+        try queue.forEachJob(batch: 4) {
+            jobs.append($0)
+            cacheDuringWalk.insert(try queue.database.scalarInt("PRAGMA cache_size"))
+        }
+        XCTAssertEqual(cacheDuringWalk, [-JobQueue.walkCacheKiB])
+        XCTAssertEqual(try queue.database.scalarInt("PRAGMA cache_size"), cacheSize)
+        XCTAssertNotEqual(cacheSize, -JobQueue.walkCacheKiB)
         XCTAssertEqual(jobs, try (1...10).map { try XCTUnwrap(try queue.job(id: $0)) }, "the same jobs as job(id:) reads")
     }
 
