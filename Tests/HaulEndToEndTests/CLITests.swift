@@ -5,7 +5,7 @@ import HaulTestSupport
 
 /// The `haul` command line, run as the built binary.
 final class CLITests: XCTestCase {
-    private let knownCommands = ["add", "status", "list", "show", "retry", "cancel"]
+    private let knownCommands = ["add", "status", "list", "export", "show", "retry", "cancel"]
 
     /// The binary under test is the one built with the tests: it sits in the products directory,
     /// next to the test executable, found through the test bundle — not by the fallback path.
@@ -72,6 +72,7 @@ final class CLITests: XCTestCase {
             (["list", "--limit", "-1"], "'--limit'"),
             (["list", "--state", "sleeping"], "unknown state 'sleeping'"),
             (["list", "--json=yes"], "takes no value"),
+            (["export", "--format", "xml"], "unknown format 'xml'"),
             (["show"], "give one job id or URL"),
             (["cancel", "abc"], "'abc' is not a job id"),
             (["retry"], "--failed"),
@@ -94,6 +95,7 @@ final class CLITests: XCTestCase {
             (["status"], [:]),
             (["status", "--json"], [:]),
             (["list"], [:]),
+            (["export", "-o", "jobs.jsonl"], [:]),
             (["show", "1"], [:]),
             (["retry", "--failed"], [:]),
             (["cancel", "1"], [:]),
