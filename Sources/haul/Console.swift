@@ -67,8 +67,11 @@ enum Format {
         var time = time_t(milliseconds / 1000)
         var parts = tm()
         gmtime_r(&time, &parts)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
-                      parts.tm_hour, parts.tm_min, parts.tm_sec)
+        // Digits written directly: String(format:) cost a fifth of an export's time.
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let year = parts.tm_year + 1900
+        let yearText = year >= 1000 ? "\(year)" : String(repeating: "0", count: 4 - "\(year)".count) + "\(year)"
+        return "\(yearText)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
     }
 
     /// "in 42 s", "in 3 min", "now" — relative to `now`.

@@ -183,6 +183,8 @@ public struct HTTPURL: Sendable, Equatable {
     /// Redacts the user-info of every `scheme://user:pass@host…` in the text, whatever its
     /// scheme; other text is returned as is.
     public static func redact(_ text: String) -> String {
+        // Most text has no credentials: without an '@' there is nothing to hide.
+        guard text.utf8.contains(UInt8(ascii: "@")) else { return text }
         var result = ""
         var rest = Substring(text)
         while let separator = rest.range(of: "://") {
