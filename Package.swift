@@ -20,6 +20,12 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        .systemLibrary(
+            name: "CCrypto",
+            path: "Sources/CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
         // Build-time tool: turns Migrations/*.sql into Swift source so the binary carries them.
         .executableTarget(name: "MigrationEmbedder", path: "Sources/MigrationEmbedder"),
         .plugin(
@@ -32,7 +38,7 @@ let package = Package(
         .target(name: "CFileSync", path: "Sources/CFileSync"),
         .target(
             name: "HaulCore",
-            dependencies: ["CSQLite", "CCurl", "CFileSync"],
+            dependencies: ["CSQLite", "CCurl", "CCrypto", "CFileSync"],
             path: "Sources/HaulCore",
             plugins: ["EmbedMigrationsPlugin"]
         ),
