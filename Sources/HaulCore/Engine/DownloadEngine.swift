@@ -144,9 +144,9 @@ private final class Runner: @unchecked Sendable {
                 stats.started = self.started
                 stats.queueCounts = self.queueCounts
                 stats.waitingForRetry = self.waitingForRetry
+                stats.bytesThisRun = self.bytesThisRun()
                 for (token, attempt) in self.attempts where self.handles[token] != nil {
                     let snapshot = attempt.snapshot
-                    stats.bytesThisRun += max(0, snapshot.bytesOnDisk - attempt.resumeOffset)
                     if let lease = self.leases[token] {
                         stats.transfers.append(TransferStats(jobID: lease.jobID, destination: lease.job.destination,
                                                              bytesOnDisk: snapshot.bytesOnDisk, expectedTotal: snapshot.expectedTotal))
@@ -258,13 +258,13 @@ private final class Runner: @unchecked Sendable {
         }
         var conditional: DownloadAttempt.Conditional? = nil
         // A file haul placed beside the destination (rename) is looked for where it went.
-        var found = ExistingFile.Found.nothing
+        let found: ExistingFile.Found
         if let beside = job.placed?.path, ExistingFile.examine(beside, placed: job.placed) == .haulsOwn {
             found = .haulsOwn
             mode = .replaceAt(beside)
         } else {
             found = ExistingFile.examine(job.destination, placed: job.placed?.path == nil ? job.placed : nil,
-                                         mark: ExistingFile.mark(jobID: job.id, createdAt: job.createdAt))
+                                         mark: ExistingFile.mark(for: job))
             if found == .haulsOwn { mode = .replace }
         }
         switch found {
@@ -354,7 +354,7 @@ private final class Runner: @unchecked Sendable {
         let end: EngineCore.TransferEnd
         switch attempt.verify(result) {
         case .verified(var file):
-            if let lease = leases[token] { file.mark = ExistingFile.mark(jobID: lease.jobID, createdAt: lease.job.createdAt) }
+            if let lease = leases[token] { file.mark = ExistingFile.mark(for: lease.job) }
             files[token] = (file, modes[token] ?? .keepExisting)
             end = .verified(status: file.status, bytes: file.bytes)
         case .failed(let failure, let status):

@@ -21,7 +21,7 @@ public enum ExistingFile {
     ///   between the move into place and the record).
     /// - Parameter destination: where to look: the job's destination, or where haul placed its
     ///   file beside it (`placed.path`).
-    public static func examine(_ destination: String, placed: PlacedFile?, mark: String? = nil) -> Found {
+    public static func examine(_ destination: String, placed: PlacedFile?, mark: @autoclosure () -> String? = nil) -> Found {
         var info = stat()
         guard lstat(destination, &info) == 0 else { return .nothing }
         if (info.st_mode & S_IFMT) == S_IFDIR { return .nothing }  // placement refuses it, naming it
@@ -29,13 +29,17 @@ public enum ExistingFile {
         if let placed, FileIdentity(stat: info) == placed.identity { return .haulsOwn }
         // Not recorded (a crash came between the move and the record): the mark tells. Once it is
         // recorded, the identity alone does, so a file changed since is the user's.
-        if placed == nil, let mark, Self.mark(of: destination) == mark { return .haulsOwn }
+        // (The mark is made only here: most destinations hold nothing, and cost no string.)
+        if placed == nil, let mark = mark(), Self.mark(of: destination) == mark { return .haulsOwn }
         return .usersFile(size: Int64(info.st_size))
     }
 
     /// What haul writes on the file it places for a job: unique to the job and its queue (the
     /// job's id and when it was added, to the millisecond).
     public static func mark(jobID: Int, createdAt: Int) -> String { "\(jobID)@\(createdAt)" }
+
+    /// The mark for `job`'s file.
+    public static func mark(for job: Job) -> String { mark(jobID: job.id, createdAt: job.createdAt) }
 
     /// The mark on the file at `path`, or nil.
     static func mark(of path: String) -> String? {
