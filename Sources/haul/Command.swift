@@ -16,9 +16,8 @@ extension Command {
     }
 
     /// Opens the queue; commands that only read or change existing jobs never create it.
-    static func openQueue(_ arguments: ParsedArguments, create: Bool = false) throws -> JobQueue {
-        try JobQueue(path: databasePath(arguments), mode: create ? .createIfMissing : .mustExist,
-                     busyTimeout: try busyTimeout())
+    static func openQueue(_ arguments: ParsedArguments, create: Bool = false) throws -> any JobStore {
+        try StoreOpener.open(databasePath(arguments), create: create, busyTimeout: try busyTimeout())
     }
 
     /// How long to wait for another process's lock on the database, in seconds: $HAUL_BUSY_TIMEOUT

@@ -44,7 +44,7 @@ final class QueueAddTests: XCTestCase {
         guard case .added(let id)? = outcomes.first else { return XCTFail("\(outcomes)") }
         XCTAssertEqual(outcomes[2], .rejected(.destinationTaken(byJob: id, url: "https://a.example/dir/x.iso")))
         guard case .added(let b) = outcomes[1], case .added(let v2) = outcomes[3] else { return XCTFail("\(outcomes)") }
-        let b64 = JobQueue.suffixed(directory.file("x.iso"), for: "https://b.example/other/x.iso")
+        let b64 = JobBatch.suffixed(directory.file("x.iso"), for: "https://b.example/other/x.iso")
         XCTAssertEqual(try queue.job(id: b)?.destination, b64)
         XCTAssertTrue(b64.hasSuffix(".iso") && b64.contains("/x-"), b64)
         XCTAssertNotEqual(try queue.job(id: v2)?.destination, b64)

@@ -22,7 +22,7 @@ final class LayoutTests: XCTestCase {
         XCTAssertEqual(flat.status, 0, flat.stderrText)
         XCTAssertEqual(h.contents("data.bin"), Data("127.0.0.1 /a/data.bin".utf8))
         for (url, body) in [(urls[1], "127.0.0.1 /b/data.bin"), (urls[2], "127.0.0.2 /a/data.bin")] {
-            let name = (JobQueue.suffixed(h.out + "/data.bin", for: url) as NSString).lastPathComponent
+            let name = (JobBatch.suffixed(h.out + "/data.bin", for: url) as NSString).lastPathComponent
             XCTAssertEqual(h.contents(name), Data(body.utf8), name)
         }
 

@@ -1,7 +1,7 @@
 import CSQLite
 import Foundation
 
-/// Feeds URL-list lines into a `JobQueue` in large transactions.
+/// Feeds URL-list lines into a queue (`JobStore`) in large transactions.
 ///
 /// Guarantees: every line is either queued, recognised as already queued, or rejected with its
 /// line number and reason — a bad line never stops the others; memory is bounded by two batches,
@@ -17,19 +17,19 @@ public struct URLListImporter {
         public init() {}
     }
 
-    public let queue: JobQueue
+    public let queue: any JobStore
     public let resolver: DestinationResolver
     public let batchSize: Int
     public let maximumLineLength: Int
     public let maxAttempts: Int
-    /// The request profile of every job added (`JobQueue.storeProfile`), or nil.
+    /// The request profile of every job added (`JobStore.storeProfile`), or nil.
     public let profileID: Int?
     /// What every job added does with a file already at its destination.
     public let ifExists: ExistingFilePolicy
     /// Called for every rejected line with its number and reason, in line order.
     public let onRejection: (_ line: Int, _ reason: InputLine.Rejection, _ text: String?) -> Void
 
-    public init(queue: JobQueue, resolver: DestinationResolver, batchSize: Int = 64_000,
+    public init(queue: any JobStore, resolver: DestinationResolver, batchSize: Int = 64_000,
                 maximumLineLength: Int = 16 * 1024, maxAttempts: Int = 5, profileID: Int? = nil,
                 ifExists: ExistingFilePolicy = .skip,
                 onRejection: @escaping (_ line: Int, _ reason: InputLine.Rejection, _ text: String?) -> Void) {

@@ -37,6 +37,8 @@ public struct Job: Sendable, Equatable {
     public let kept: Bool
     /// What haul placed for it, once done (nil: nothing, or placed by a haul that did not record it).
     public let placed: PlacedFile?
+    /// The worker (its machine's name, or `--worker`) that placed the file, once done.
+    public let placedBy: String?
 
     /// What a kept job's attempt records, and what `show` says of it.
     public static let keptNote = "kept the file already there"
@@ -75,6 +77,43 @@ public struct Job: Sendable, Equatable {
         self.ifExists = ifExists
         kept = false
         self.placed = placed
+        placedBy = nil
+    }
+
+    /// Every field, as a store reads them from its rows.
+    public init(id: Int, url: String, host: String, hostID: Int, destination: String, state: JobState, attempts: Int,
+                maxAttempts: Int, nextAttemptAt: Int, leaseToken: String?, leaseOwner: String?, leaseExpiresAt: Int?,
+                lastStatus: Int?, lastError: String?, errorKind: String?, expectedBytes: Int?, receivedBytes: Int,
+                etag: String?, lastModified: String?, checksum: String?, createdAt: Int, updatedAt: Int, finishedAt: Int?,
+                profileID: Int?, ifExists: ExistingFilePolicy, kept: Bool, placed: PlacedFile?, placedBy: String?) {
+        self.id = id
+        self.url = url
+        self.host = host
+        self.hostID = hostID
+        self.destination = destination
+        self.state = state
+        self.attempts = attempts
+        self.maxAttempts = maxAttempts
+        self.nextAttemptAt = nextAttemptAt
+        self.leaseToken = leaseToken
+        self.leaseOwner = leaseOwner
+        self.leaseExpiresAt = leaseExpiresAt
+        self.lastStatus = lastStatus
+        self.lastError = lastError
+        self.errorKind = errorKind
+        self.expectedBytes = expectedBytes
+        self.receivedBytes = receivedBytes
+        self.etag = etag
+        self.lastModified = lastModified
+        self.checksum = checksum
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.finishedAt = finishedAt
+        self.profileID = profileID
+        self.ifExists = ifExists
+        self.kept = kept
+        self.placed = placed
+        self.placedBy = placedBy
     }
 }
 

@@ -11,7 +11,7 @@ extension Job {
             + "\(t)lease_token, \(t)lease_owner, \(t)lease_expires_at, \(t)last_status, \(t)last_error, \(t)expected_bytes, "
             + "\(t)received_bytes, \(t)etag, \(t)last_modified, \(t)checksum, \(t)created_at, \(t)updated_at, \(t)finished_at, \(t)profile_id, \(t)host_id, "
             + "\(t)if_exists, \(t)kept, \(t)placed_path, \(t)placed_size, \(t)placed_mtime, \(t)placed_inode, \(t)placed_ctime, "
-            + "\(t)placed_etag, \(t)placed_last_modified, \(t)content_type, \(t)final_url, \(t)placed_sha256, \(t)error_kind"
+            + "\(t)placed_etag, \(t)placed_last_modified, \(t)content_type, \(t)final_url, \(t)placed_sha256, \(t)error_kind, \(t)placed_by"
     }
 
     init(row: Row) {
@@ -41,6 +41,7 @@ extension Job {
         errorKind = row.optionalString(35)
         ifExists = row.optionalString(23).flatMap(ExistingFilePolicy.init(rawValue:)) ?? .skip
         kept = row.int(24) != 0
+        placedBy = row.optionalString(36)
         if let size = row.optionalInt(26), let modified = row.optionalInt(27), let inode = row.optionalInt(28),
            let changed = row.optionalInt(29) {
             placed = PlacedFile(path: row.optionalString(25),

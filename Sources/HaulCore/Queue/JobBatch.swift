@@ -1,35 +1,35 @@
-/// Parsed lines on their way into `JobQueue.add`, stored compactly.
+/// Parsed lines on their way into a store's `add`, stored compactly.
 ///
 /// All the texts of a batch share one byte buffer and every line is a fixed-size entry, so a
 /// batch costs about 40 bytes a line plus its text (an `[InputLine]` costs about 600, in five
 /// heap blocks a line), and handing it from the parsing thread to the writing thread moves three
 /// buffers. The destination key and a batch-local host number are computed when a line is
 /// appended, on the parsing thread, so the writing thread only binds and inserts.
-struct JobBatch: Sendable {
-    struct Entry: Sendable {
+public struct JobBatch: Sendable {
+    public struct Entry: Sendable {
         /// Where the line's URL starts in `text`; its destination follows it, then its checksum.
-        var offset: Int
-        var urlLength: Int32
-        var destinationLength: Int32
+        public var offset: Int
+        public var urlLength: Int32
+        public var destinationLength: Int32
         /// 0, or the length of the line's checksum as stored (`Checksum.description`).
-        var checksumLength: Int32
+        public var checksumLength: Int32
         /// Index into `hosts`.
-        var host: Int32
-        /// `JobQueue.destinationKey(destination)`.
-        var key: Int
+        public var host: Int32
+        /// `JobBatch.destinationKey(destination)`: the 64-bit FNV-1a hash of its UTF-8.
+        public var key: Int
         /// `InputLine.namedByURL`.
-        var namedByURL: Bool
+        public var namedByURL: Bool
     }
 
-    private(set) var text: [UInt8] = []
-    private(set) var entries: [Entry] = []
+    public private(set) var text: [UInt8] = []
+    public private(set) var entries: [Entry] = []
     /// The distinct host keys (`HTTPURL.hostKey`) of the batch, in order of first appearance.
-    private(set) var hosts: [String] = []
+    public private(set) var hosts: [String] = []
     private var hostNumbers: [String: Int32] = [:]
 
-    init() {}
+    public init() {}
 
-    init(_ lines: [InputLine]) {
+    public init(_ lines: [InputLine]) {
         entries.reserveCapacity(lines.count)
         for line in lines { append(line) }
     }
@@ -39,12 +39,12 @@ struct JobBatch: Sendable {
         text.reserveCapacity(textBytes)
     }
 
-    var count: Int { entries.count }
-    var isEmpty: Bool { entries.isEmpty }
+    public var count: Int { entries.count }
+    public var isEmpty: Bool { entries.isEmpty }
     /// Bytes of text held: with `count`, what a batch costs in memory.
-    var textBytes: Int { text.count }
+    public var textBytes: Int { text.count }
 
-    mutating func append(_ line: InputLine) {
+    public mutating func append(_ line: InputLine) {
         let host: Int32
         if let known = hostNumbers[line.url.hostKey] {
             host = known
@@ -58,7 +58,7 @@ struct JobBatch: Sendable {
         let destinationLength = append(line.destination)
         let checksumLength = line.checksum.map { append($0.description) } ?? 0
         let key = text.withUnsafeBufferPointer {
-            JobQueue.destinationKey(UnsafeBufferPointer(rebasing: $0[(offset + urlLength)..<(offset + urlLength + destinationLength)]))
+            JobBatch.destinationKey(UnsafeBufferPointer(rebasing: $0[(offset + urlLength)..<(offset + urlLength + destinationLength)]))
         }
         entries.append(Entry(offset: offset, urlLength: Int32(urlLength), destinationLength: Int32(destinationLength),
                              checksumLength: Int32(checksumLength), host: host, key: key, namedByURL: line.namedByURL))
@@ -69,7 +69,7 @@ struct JobBatch: Sendable {
     /// An entry whose key an earlier entry of the batch has is left out (`repeats`): it is judged
     /// against the job holding its key once the others are in. So every key goes into one
     /// INSERT at most once, and the first line with a destination gets it.
-    func partitionedByKey() -> (insert: [Int32], repeats: [Int32]) {
+    public func partitionedByKey() -> (insert: [Int32], repeats: [Int32]) {
         var keys = Set<Int>(minimumCapacity: entries.count)
         var insert: [Int32] = []
         insert.reserveCapacity(entries.count)
@@ -93,24 +93,48 @@ struct JobBatch: Sendable {
         }
     }
 
-    func url(_ index: Int) -> String {
+    public func url(_ index: Int) -> String {
         let entry = entries[index]
         return string(entry.offset, Int(entry.urlLength))
     }
 
     /// The entry's checksum as stored (`md5=HEX`), or nil.
-    func checksum(_ index: Int) -> String? {
+    public func checksum(_ index: Int) -> String? {
         let entry = entries[index]
         guard entry.checksumLength > 0 else { return nil }
         return string(entry.offset + Int(entry.urlLength) + Int(entry.destinationLength), Int(entry.checksumLength))
     }
 
-    func destination(_ index: Int) -> String {
+    public func destination(_ index: Int) -> String {
         let entry = entries[index]
         return string(entry.offset + Int(entry.urlLength), Int(entry.destinationLength))
     }
 
     private func string(_ start: Int, _ count: Int) -> String {
         text.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[start..<(start + count)]), as: UTF8.self) }
+    }
+}
+
+extension JobBatch {
+    /// The 64-bit FNV-1a hash of a destination's UTF-8 bytes: every store keys destinations by it.
+    public static func destinationKey(_ destination: String) -> Int {
+        Int(Int64(bitPattern: FNV1a.hash(destination)))
+    }
+
+    public static func destinationKey(_ utf8: UnsafeBufferPointer<UInt8>) -> Int {
+        Int(Int64(bitPattern: FNV1a.hash(utf8)))
+    }
+
+    /// `…/NAME.EXT` as `…/NAME-HASH.EXT`, HASH the first 8 hex digits of the URL's FNV-1a hash.
+    public static func suffixed(_ destination: String, for url: String) -> String {
+        let hash = String(FNV1a.hash(url) >> 32, radix: 16)
+        let tag = "-" + String(repeating: "0", count: 8 - hash.count) + hash
+        let slash = destination.lastIndex(of: "/").map { destination.index(after: $0) } ?? destination.startIndex
+        let folder = destination[..<slash]
+        let name = destination[slash...]
+        let dot = name.lastIndex(of: ".").flatMap { $0 > name.startIndex && name.distance(from: $0, to: name.endIndex) <= 11 ? $0 : nil }
+        let stem = name[..<(dot ?? name.endIndex)]
+        let ext = name[(dot ?? name.endIndex)...]
+        return folder + DestinationResolver.truncated(String(stem) + tag + ext, toBytes: 255)
     }
 }

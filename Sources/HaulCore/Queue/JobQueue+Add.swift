@@ -19,14 +19,7 @@ extension FNV1a {
 }
 
 extension JobQueue {
-    /// The 64-bit FNV-1a hash of a destination's UTF-8 bytes, as stored in `destination_key`.
-    static func destinationKey(_ destination: String) -> Int {
-        Int(Int64(bitPattern: FNV1a.hash(destination)))
-    }
-
-    static func destinationKey(_ utf8: UnsafeBufferPointer<UInt8>) -> Int {
-        Int(Int64(bitPattern: FNV1a.hash(utf8)))
-    }
+    static func destinationKey(_ destination: String) -> Int { JobBatch.destinationKey(destination) }
 
     /// Rows per multi-row INSERT: fewer statement executions, with few enough parameters
     /// (5 a row) for any SQLite build.
@@ -48,7 +41,7 @@ extension JobQueue {
 
     /// `add(_:maxAttempts:profileID:)` for a compact batch: one outcome per entry, in order. New
     /// jobs get ids in line order.
-    func add(_ batch: JobBatch, maxAttempts: Int, profileID: Int? = nil, ifExists: ExistingFilePolicy = .skip) throws -> [AddOutcome] {
+    public func add(_ batch: JobBatch, maxAttempts: Int, profileID: Int? = nil, ifExists: ExistingFilePolicy = .skip) throws -> [AddOutcome] {
         guard !batch.isEmpty else { return [] }
         let now = clock()
         return try database.transaction(.write) {
@@ -92,7 +85,7 @@ extension JobQueue {
             for index in outcomes.indices where batch.entries[index].namedByURL {
                 guard case .rejected(.destinationTaken) = outcomes[index] else { continue }
                 let entry = batch.entries[index]
-                let destination = Self.suffixed(batch.destination(index), for: batch.url(index))
+                let destination = JobBatch.suffixed(batch.destination(index), for: batch.url(index))
                 let key = Self.destinationKey(destination)
                 let insert = try database.statement(Self.singleInsertSQL)
                 defer { insert.reset() }
@@ -124,19 +117,6 @@ extension JobQueue {
             }
             return outcomes
         }
-    }
-
-    /// `…/NAME.EXT` as `…/NAME-HASH.EXT`, HASH the first 8 hex digits of the URL's FNV-1a hash.
-    public static func suffixed(_ destination: String, for url: String) -> String {
-        let hash = String(FNV1a.hash(url) >> 32, radix: 16)
-        let tag = "-" + String(repeating: "0", count: 8 - hash.count) + hash
-        let slash = destination.lastIndex(of: "/").map { destination.index(after: $0) } ?? destination.startIndex
-        let folder = destination[..<slash]
-        let name = destination[slash...]
-        let dot = name.lastIndex(of: ".").flatMap { $0 > name.startIndex && name.distance(from: $0, to: name.endIndex) <= 11 ? $0 : nil }
-        let stem = name[..<(dot ?? name.endIndex)]
-        let ext = name[(dot ?? name.endIndex)...]
-        return folder + DestinationResolver.truncated(String(stem) + tag + ext, toBytes: 255)
     }
 
     /// Inserts the rows of `chunk` (indices into `batch.entries`, no key twice) with one

@@ -53,7 +53,9 @@ extension JobQueue {
                     expected_bytes = ?, finished_at = ?, updated_at = ?,
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
                     kept = 0, placed_path = ?, placed_size = ?, placed_mtime = ?, placed_inode = ?, placed_ctime = ?,
-                    placed_etag = ?, placed_last_modified = ?, content_type = ?, final_url = ?, placed_sha256 = ?
+                    placed_etag = ?, placed_last_modified = ?, content_type = ?, final_url = ?, placed_sha256 = ?,
+                    placed_by = CASE WHEN instr(lease_owner, '/') > 0 THEN substr(lease_owner, 1, instr(lease_owner, '/') - 1)
+                        ELSE lease_owner END
                 WHERE id = ? AND lease_token = ? AND state = 'running'
                 """, status, bytes, bytes, now, now, placed?.path, placed.map { Int($0.identity.size) },
                 placed.map { Int($0.identity.modified) }, placed.map { Int(Int64(bitPattern: $0.identity.inode)) },
@@ -92,7 +94,8 @@ extension JobQueue {
                     expected_bytes = ?, finished_at = ?, updated_at = ?,
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
                     kept = 1, placed_path = NULL, placed_size = NULL, placed_mtime = NULL, placed_inode = NULL, placed_ctime = NULL,
-                    placed_etag = NULL, placed_last_modified = NULL, content_type = NULL, final_url = NULL, placed_sha256 = NULL
+                    placed_etag = NULL, placed_last_modified = NULL, content_type = NULL, final_url = NULL, placed_sha256 = NULL,
+                    placed_by = NULL
                 WHERE id = ? AND lease_token = ? AND state = 'running'
                 """, bytes, bytes, now, now, jobID, token)
             guard database.changes == 1 else { throw StaleLeaseError(jobID: jobID) }

@@ -8,7 +8,8 @@ import Foundation
 /// process or many — may share one database file. Not thread-safe: one `JobQueue` belongs to
 /// one thread or actor, like the `Database` it owns.
 public final class JobQueue {
-    public let database: Database
+    /// The connection: `package`, so the tests of this package may look inside; SQL stays in Queue.
+    package let database: Database
     /// The current time in Unix milliseconds. Replaceable so tests can move time.
     public var clock: @Sendable () -> Int = { Int(Date().timeIntervalSince1970 * 1000) }
     /// When `exchange` last looked for expired leases (Unix ms).

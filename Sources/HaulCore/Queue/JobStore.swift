@@ -1,14 +1,27 @@
-/// The queue as the engine sees it: the port a backend (SQLite today, PostgreSQL later)
-/// implements.
+/// The queue as the engine and the commands see it: the port a backend implements (the SQLite
+/// `JobQueue`, and `PostgresJobStore` in the HaulPostgres module).
 ///
-/// Guarantees of every implementation:
+/// Guarantees of every implementation (the conformance tests hold each store to them):
 /// - every operation is atomic: a crash at any instant leaves each job whole in one state;
+/// - adding is idempotent: the same URL for the same destination is one job; a destination
+///   another URL holds is rejected with that job's id;
 /// - only the current lease token moves a job on (outcomes, progress, renewals); an expired
-///   lease is never renewed;
+///   lease is never renewed; a stale outcome changes nothing and is reported stale;
 /// - at most a host's cap of live slots exist for it, over every process sharing the store;
 /// - each claim counts an attempt, recorded at claim; a released attempt is not counted;
+/// - a job is held by one lease at a time: no job is claimed by two claimers at once;
+/// - times are Unix milliseconds on the store's clock (`now()`); for a store shared by several
+///   machines that is the database server's clock, and times the engine sends (retry times,
+///   pauses) are taken as offsets from its own clock and moved onto the store's;
 /// - a store is used by one thread at a time (`StoreExecutor` serialises the engine's use).
 public protocol JobStore: AnyObject {
+    /// Where the queue is, for messages: a file path, or a server's URL without its password.
+    var location: String { get }
+    /// The store's current time, in Unix milliseconds.
+    func now() throws -> Int
+
+    // MARK: The engine
+
     /// One round trip: see `Exchange`.
     func exchange(_ request: Exchange) throws -> ExchangeResult
     /// The distinct owners of job leases and slots.
@@ -17,11 +30,62 @@ public protocol JobStore: AnyObject {
     func expireLeases(ofOwners owners: [String]) throws
     /// Calls `body` with (id, destination, state) of every job, a page at a time.
     func forEachJobDestination(_ body: (Int, String, JobState) throws -> Void) throws
-    func job(id: Int) throws -> Job?
     func profile(id: Int) throws -> RequestProfile?
     func status() throws -> QueueStatus
     /// Sets the cap of every host without its own (`host` nil), or of one host.
     func setHostCap(_ cap: Int, host: String?) throws
+
+    // MARK: Adding
+
+    /// Adds a batch in one transaction; one outcome per entry, in order (see the guarantees).
+    func add(_ batch: JobBatch, maxAttempts: Int, profileID: Int?, ifExists: ExistingFilePolicy) throws -> [AddOutcome]
+    /// The id of the stored profile equal to `profile`, storing it first when it is new.
+    func storeProfile(_ profile: RequestProfile) throws -> Int
+
+    // MARK: Reading and changing jobs
+
+    func job(id: Int) throws -> Job?
+    /// The jobs fetching `url` (one per destination).
+    func jobs(url: String) throws -> [Job]
+    /// The attempts of a job, in the order they began.
+    func attempts(jobID: Int) throws -> [Attempt]
+    /// Jobs in id order, filtered.
+    func list(_ filter: JobFilter) throws -> [Job]
+    /// How many jobs `filter` matches, whatever its limit.
+    func count(_ filter: JobFilter) throws -> Int
+    /// Calls `body` with every job above `after` (in `state`, when given), in id order, `batch`
+    /// at a time, holding no snapshot while `body` runs; returns how many.
+    @discardableResult
+    func forEachJob(state: JobState?, after: Int, batch: Int, _ body: (Job) throws -> Void) throws -> Int
+    /// Cancels queued, running or failed jobs; a running job's lease is revoked.
+    func cancel(_ ids: [Int]) throws -> [AdminOutcome]
+    /// Puts failed or cancelled jobs back in the queue with their attempts reset.
+    func retry(_ ids: [Int]) throws -> [AdminOutcome]
+    /// Puts every failed job back in the queue; returns how many.
+    func retryAllFailed() throws -> Int
+    /// Puts done jobs back in the queue to be fetched again; returns how many changed.
+    @discardableResult
+    func refetch(_ jobs: [Refetch]) throws -> Int
+    /// How many running jobs each lease owner holds.
+    func runningJobsByOwner() throws -> [(owner: String, jobs: Int)]
+    /// Live slots by host name, over every process.
+    func liveSlots() throws -> [String: Int]
 }
 
-extension JobQueue: JobStore {}
+extension JobStore {
+    /// `add(_:maxAttempts:profileID:ifExists:)` for parsed lines.
+    public func add(_ lines: [InputLine], maxAttempts: Int = 5, profileID: Int? = nil,
+                    ifExists: ExistingFilePolicy = .skip) throws -> [AddOutcome] {
+        try add(JobBatch(lines), maxAttempts: maxAttempts, profileID: profileID, ifExists: ifExists)
+    }
+
+    @discardableResult
+    public func forEachJob(state: JobState? = nil, _ body: (Job) throws -> Void) throws -> Int {
+        try forEachJob(state: state, after: 0, batch: 1_000, body)
+    }
+}
+
+extension JobQueue: JobStore {
+    public var location: String { database.path }
+    public func now() -> Int { clock() }
+}

@@ -46,10 +46,10 @@ enum ExportCommand: Command {
         }
         // The queue first: a missing database creates no output file.
         let queue = try openQueue(arguments)
-        if let path { try refuseDatabase(path, database: queue.database.path) }
+        if let path { try refuseDatabase(path, database: queue.location) }
         let output = try path.map { try BufferedOutput.create(path: $0) } ?? BufferedOutput.standardOutput()
         if let header = format.header { try output.write(header) }
-        try queue.forEachJob(state: state, batch: batch) { job in
+        try queue.forEachJob(state: state, after: 0, batch: batch) { job in
             try output.append { format.append(job, to: &$0) }
         }
         try output.finish()

@@ -88,7 +88,7 @@ enum RunCommand: Command {
     }
 
     /// Runs the engine on `queue` until it finishes or is interrupted; returns the exit code.
-    static func download(queue: JobQueue, options: EngineOptions, connection: ConnectionOptions,
+    static func download(queue: any JobStore, options: EngineOptions, connection: ConnectionOptions,
                          arguments: ParsedArguments, spec: CommandSpec) throws -> Int32 {
         let mode: RunReporter.Mode = arguments.flag("--json") ? .json
             : arguments.flag("--quiet") ? .quiet

@@ -21,7 +21,7 @@ enum ShowCommand: Command {
         guard !jobs.isEmpty else {
             throw CommandFailure(message: "no job \(Int(key) != nil ? "with id \(key)" : "for \(HTTPURL.redact(key))"); `haul list` shows the jobs")
         }
-        let now = queue.clock()
+        let now = try queue.now()
         if arguments.flag("--json") {
             let objects = try jobs.map { job -> JSON in
                 guard case .object(var members) = JobPresentation.json(job) else { return .null }

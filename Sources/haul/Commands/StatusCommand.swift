@@ -44,9 +44,9 @@ enum StatusCommand: Command {
         let now: Int
         let at: Double
 
-        init(_ queue: JobQueue) throws {
+        init(_ queue: any JobStore) throws {
             status = try queue.status()
-            now = queue.clock()
+            now = try queue.now()
             at = Date().timeIntervalSince1970
             // Running jobs whose haul is gone (killed, crashed): the next run takes them back.
             abandoned = (status.counts[.running] ?? 0) == 0 ? 0 : try queue.runningJobsByOwner()
@@ -146,7 +146,7 @@ enum StatusCommand: Command {
     /// Shows the status every `interval` seconds until SIGINT or SIGTERM: redrawn in place on a
     /// terminal (fitted to its size, asked each time), one block (or JSON line) after another
     /// otherwise.
-    private static func watch(_ queue: JobQueue, every interval: Double, json: Bool) throws -> Int32 {
+    private static func watch(_ queue: any JobStore, every interval: Double, json: Bool) throws -> Int32 {
         let stop = DispatchSemaphore(value: 0)
         let signals = SignalWatcher { _ in stop.signal() }
         let terminal = !json && Console.stdoutIsTerminal
