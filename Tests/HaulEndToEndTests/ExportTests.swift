@@ -7,7 +7,7 @@ import XCTest
 /// shown, to standard output or a file, and quiet when its reader goes away.
 final class ExportTests: XCTestCase {
     private let fields = ["id", "destination", "url", "final_url", "state", "bytes", "checksum", "file_sha256", "etag",
-                          "last_modified", "content_type", "last_status", "attempts", "finished_at", "kept", "last_error"]
+                          "last_modified", "content_type", "last_status", "attempts", "finished_at", "kept", "last_error", "placed_by"]
 
     /// A queue of five jobs after one run: 1 done (through a redirect, with credentials in its
     /// URL, a sha256 given, to a destination whose name holds a comma and a quote), 2 failed (404,
@@ -59,27 +59,29 @@ final class ExportTests: XCTestCase {
         let port = s.server.port
         let sha = runTestSHA256(s.data)
         let none: String? = nil
+        let worker: String? = ProcessInfo.processInfo.hostName
         return [
             ["id": "1", "destination": s.h.out + "/a,\"b\".bin", "url": "http://***@127.0.0.1:\(port)/moved",
              "final_url": "http://***@127.0.0.1:\(port)/real.bin", "state": "done", "bytes": "7000", "checksum": "sha256=\(sha)",
              "file_sha256": sha, "etag": "\"e-1\"", "last_modified": "Tue, 01 Dec 2026 10:00:00 GMT",
-             "content_type": "application/x-test", "last_status": "200", "attempts": "1", "kept": "false", "last_error": none],
+             "content_type": "application/x-test", "last_status": "200", "attempts": "1", "kept": "false", "last_error": none,
+             "placed_by": worker],
             ["id": "2", "destination": s.h.out + "/missing.bin", "url": "http://***@127.0.0.1:\(port)/missing.bin",
              "final_url": none, "state": "failed", "bytes": "0", "checksum": none, "file_sha256": none, "etag": none,
              "last_modified": none, "content_type": none, "last_status": "404", "attempts": "1", "kept": "false",
-             "last_error": "HTTP 404 Not Found"],
+             "last_error": "HTTP 404 Not Found", "placed_by": none],
             // A kept file: its size, one attempt (which records the keeping), no request made.
             ["id": "3", "destination": s.h.out + "/kept.bin", "url": "http://127.0.0.1:\(port)/kept.bin", "final_url": none,
              "state": "done", "bytes": "5", "checksum": none, "file_sha256": none, "etag": none, "last_modified": none,
-             "content_type": none, "last_status": none, "attempts": "1", "kept": "true", "last_error": none],
+             "content_type": none, "last_status": none, "attempts": "1", "kept": "true", "last_error": none, "placed_by": none],
             ["id": "4", "destination": s.h.out + "/taken.1.bin", "url": "http://127.0.0.1:\(port)/taken.bin",
              "final_url": "http://127.0.0.1:\(port)/taken.bin", "state": "done", "bytes": "6", "checksum": none,
              "file_sha256": runTestSHA256(Data("theirs".utf8)), "etag": none, "last_modified": none, "content_type": "text/plain",
-             "last_status": "200", "attempts": "1", "kept": "false", "last_error": none],
+             "last_status": "200", "attempts": "1", "kept": "false", "last_error": none, "placed_by": worker],
             ["id": "5", "destination": s.h.out + "/later.bin", "url": "http://127.0.0.1:\(port)/later.bin", "final_url": none,
              "state": "queued", "bytes": "0", "checksum": none, "file_sha256": none, "etag": none, "last_modified": none,
              "content_type": none, "last_status": "503", "attempts": "1", "kept": "false",
-             "last_error": "HTTP 503 via http://***@127.0.0.1:1/"],
+             "last_error": "HTTP 503 via http://***@127.0.0.1:1/", "placed_by": none],
         ]
     }
 

@@ -27,7 +27,7 @@ public final class DownloadEngine: Sendable {
         self.options = options
         let policy = RetryPolicy(backoff: Backoff(base: 1, cap: 300), maxRetryAfter: options.maxRetryAfter)
         let config = EngineCore.Config(workers: options.workers, owner: ProcessIdentity.current.description,
-                                       leaseMilliseconds: Int(options.leaseDuration * 1000), maxAttempts: options.maxAttempts,
+                                       worker: options.workerName, leaseMilliseconds: Int(options.leaseDuration * 1000), maxAttempts: options.maxAttempts,
                                        policy: policy, progressEvery: Int(options.progressInterval * 1000))
         runner = Runner(core: EngineCore(config: config), store: store, transport: transport, options: options, emit: events)
     }

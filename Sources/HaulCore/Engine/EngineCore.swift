@@ -20,6 +20,8 @@ struct EngineCore {
     struct Config {
         var workers: Int
         var owner: String
+        /// The worker's name (see `Exchange.worker`).
+        var worker = ""
         var leaseMilliseconds: Int
         var maxAttempts: Int?
         var policy: RetryPolicy
@@ -815,6 +817,7 @@ struct EngineCore {
     private mutating func exchangeIfDue(now: Int, into actions: inout [Action]) {
         guard begun, inFlight == nil, now >= exchangeNotBefore else { return }
         var request = Exchange(owner: config.owner, leaseMilliseconds: config.leaseMilliseconds)
+        request.worker = config.worker
         request.maxAttempts = config.maxAttempts
         var reasons = 0
         // Slots: ask for those ready jobs need; give back those no job of their host waits for

@@ -23,6 +23,9 @@ public struct EngineOptions: Sendable {
     public var leaseDuration: TimeInterval = 60
     /// How often progress (bytes, validators) is written to the database.
     public var progressInterval: TimeInterval = 1
+    /// The worker's name, recorded with every file it places (`run --worker`): the machine's
+    /// host name unless given.
+    public var workerName = ProcessInfo.processInfo.hostName
 
     public init() {}
 }

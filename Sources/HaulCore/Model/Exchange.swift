@@ -9,6 +9,10 @@
 public struct Exchange: Sendable {
     /// Written into every lease and slot (see `LeaseOwner`).
     public var owner: String
+    /// The worker's name (a machine's host name, or what `run --worker` gave): recorded with
+    /// every file its outcomes place, and with its registration on a shared queue. Empty: the
+    /// owner's own text.
+    public var worker = ""
     /// How long job leases and slots last unless renewed.
     public var leaseMilliseconds: Int
     public var outcomes: [Outcome] = []

@@ -126,6 +126,15 @@ public struct Attempt: Sendable, Equatable {
     public let error: String?
     public let bytes: Int?
 
+    public init(number: Int, startedAt: Int, finishedAt: Int?, status: Int?, error: String?, bytes: Int?) {
+        self.number = number
+        self.startedAt = startedAt
+        self.finishedAt = finishedAt
+        self.status = status
+        self.error = error
+        self.bytes = bytes
+    }
+
     /// The reason an attempt handed back without counting it (`JobQueue.release`) begins with.
     public static let interruptedPrefix = "interrupted:"
 

@@ -5,6 +5,11 @@ public struct Lease: Sendable, Equatable {
     public let token: String
 
     public var jobID: Int { job.id }
+
+    public init(job: Job, token: String) {
+        self.job = job
+        self.token = token
+    }
 }
 
 /// Who holds leases: a process on a machine. Written into each lease so a later run on the same

@@ -25,6 +25,18 @@ public struct QueueStatus: Sendable, Equatable {
 
     public var total: Int { counts.values.reduce(0, +) }
 
+    /// An empty queue: every state counted 0.
+    public init() {
+        counts = Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0, 0) })
+        expectedBytes = 0
+        receivedBytes = 0
+        unknownSize = 0
+        waitingForRetry = 0
+        nextRetryAt = nil
+        pausedHosts = []
+        topFailures = []
+    }
+
     public static func == (a: QueueStatus, b: QueueStatus) -> Bool {
         a.counts == b.counts && a.expectedBytes == b.expectedBytes && a.receivedBytes == b.receivedBytes
             && a.waitingForRetry == b.waitingForRetry && a.nextRetryAt == b.nextRetryAt

@@ -43,8 +43,9 @@ public struct JobFilter: Sendable {
 }
 
 /// Telling `host:port` from a bare host, IPv6 literals included.
-enum HostName {
-    static func hasPort(_ text: String) -> Bool {
+public enum HostName {
+    /// True for `host:port` (and `[v6]:port`), false for a bare host.
+    public static func hasPort(_ text: String) -> Bool {
         if text.hasPrefix("[") { return text.contains("]:") }
         return text.contains(":")
     }
@@ -145,9 +146,7 @@ extension JobQueue {
     public func status() throws -> QueueStatus {
         let now = clock()
         return try database.transaction(.read) {
-            var status = QueueStatus(counts: [:], expectedBytes: 0, receivedBytes: 0, unknownSize: 0,
-                                     waitingForRetry: 0, nextRetryAt: nil, pausedHosts: [], topFailures: [])
-            for state in JobState.allCases { status.counts[state] = 0 }
+            var status = QueueStatus()
             for row in try database.rows(
                 "SELECT state, jobs, expected_bytes, received_bytes, unknown_size FROM job_totals", [], {
                     (JobState(rawValue: $0.string(0)), $0.int(1), $0.int(2), $0.int(3), $0.int(4)) }) {

@@ -45,7 +45,7 @@ extension JobQueue {
     }
 
     /// Marks a job done. Throws `StaleLeaseError` when `token` no longer holds it.
-    public func complete(jobID: Int, token: String, status: Int, bytes: Int, placed: PlacedFile? = nil) throws {
+    public func complete(jobID: Int, token: String, status: Int, bytes: Int, placed: PlacedFile? = nil, placedBy: String? = nil) throws {
         let now = clock()
         try database.transaction(.write) {
             try database.run("""
@@ -54,13 +54,12 @@ extension JobQueue {
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
                     kept = 0, placed_path = ?, placed_size = ?, placed_mtime = ?, placed_inode = ?, placed_ctime = ?,
                     placed_etag = ?, placed_last_modified = ?, content_type = ?, final_url = ?, placed_sha256 = ?,
-                    placed_by = CASE WHEN instr(lease_owner, '/') > 0 THEN substr(lease_owner, 1, instr(lease_owner, '/') - 1)
-                        ELSE lease_owner END
+                    placed_by = coalesce(?, lease_owner)
                 WHERE id = ? AND lease_token = ? AND state = 'running'
                 """, status, bytes, bytes, now, now, placed?.path, placed.map { Int($0.identity.size) },
                 placed.map { Int($0.identity.modified) }, placed.map { Int(Int64(bitPattern: $0.identity.inode)) },
                 placed.map { Int($0.identity.changed) }, placed?.metadata.etag, placed?.metadata.lastModified,
-                placed?.metadata.contentType, placed?.metadata.finalURL, placed?.metadata.sha256, jobID, token)
+                placed?.metadata.contentType, placed?.metadata.finalURL, placed?.metadata.sha256, placedBy, jobID, token)
             guard database.changes == 1 else { throw StaleLeaseError(jobID: jobID) }
             try closeAttempt(jobID: jobID, token: token, now: now, status: status, error: nil, bytes: bytes)
         }

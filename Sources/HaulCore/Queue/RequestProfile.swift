@@ -49,9 +49,11 @@ public struct RequestProfile: Sendable, Equatable, CustomStringConvertible {
 
     // MARK: Storage form (see Migrations/0003_request_profiles.sql)
 
-    var storedHeaders: String { headers.map { "\($0.name): \($0.value)\n" }.joined() }
+    /// How a store keeps the headers: "Name: value" lines, each ending in "\n".
+    public var storedHeaders: String { headers.map { "\($0.name): \($0.value)\n" }.joined() }
 
-    var storedNetrc: String? {
+    /// How a store keeps the netrc choice: nil none, "" ~/.netrc, else the file's path.
+    public var storedNetrc: String? {
         switch netrc {
         case .home?: return ""
         case .file(let path)?: return path
@@ -59,7 +61,7 @@ public struct RequestProfile: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    init(storedHeaders: String, userAgent: String?, storedNetrc: String?) {
+    public init(storedHeaders: String, userAgent: String?, storedNetrc: String?) {
         headers = storedHeaders.split(separator: "\n").compactMap { line in
             guard let colon = line.firstIndex(of: ":") else { return nil }
             return (String(line[..<colon]), String(line[line.index(after: colon)...].dropFirst()))

@@ -16,7 +16,7 @@ enum ExportFormat: String, CaseIterable {
     /// The field names: JSON keys, and the CSV header row.
     static let fields = [
         "id", "destination", "url", "final_url", "state", "bytes", "checksum", "file_sha256", "etag", "last_modified",
-        "content_type", "last_status", "attempts", "finished_at", "kept", "last_error",
+        "content_type", "last_status", "attempts", "finished_at", "kept", "last_error", "placed_by",
     ]
 
     /// One field's value.
@@ -51,6 +51,7 @@ enum ExportFormat: String, CaseIterable {
             .optional(job.finishedAt.map(Format.timestamp)),
             .bool(job.kept),
             .optional(job.lastError.map(HTTPURL.redact)),
+            .optional(job.placedBy),
         ]
     }
 

@@ -23,6 +23,7 @@ enum JobPresentation {
             ("if_exists", .string(job.ifExists.rawValue)),
             ("kept", .bool(job.kept)),
             ("placed_at", .optional(job.placed?.path)),
+            ("placed_by", .optional(job.placedBy)),
             ("final_url", .optional(job.placed?.metadata.finalURL.map(HTTPURL.redact))),
             ("content_type", .optional(job.placed?.metadata.contentType)),
             ("etag", .optional(job.placed?.metadata.etag)),
@@ -72,6 +73,7 @@ enum JobPresentation {
         if let checksum = job.checksum { lines.append("  checksum:     \(checksum)") }
         if job.ifExists != .skip { lines.append("  if exists:    \(job.ifExists.rawValue)") }
         if let path = job.placed?.path { lines.append("  placed at:    \(path) (the destination held another file)") }
+        if let worker = job.placedBy { lines.append("  placed by:    \(worker)") }
         if let metadata = job.placed?.metadata {
             if let url = metadata.finalURL, url != job.url { lines.append("  final url:    \(HTTPURL.redact(url))") }
             if let type = metadata.contentType { lines.append("  type:         \(type)") }

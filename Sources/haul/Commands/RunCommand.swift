@@ -12,6 +12,7 @@ enum RunCommand: Command {
         .init(names: ["--max-retry-after"], value: "SECONDS", help: "Honour a server's Retry-After up to this long (default 3600)."),
         .init(names: ["--if-exists"], value: "POLICY", help: "For this run, whatever the jobs were added with: skip, replace or rename a file already at a destination that haul did not place."),
         .init(names: ["--checksum"], value: "ALGORITHM", help: "Compute and record the digest of every file placed (sha256, shown by show and export)."),
+        .init(names: ["--worker"], value: "NAME", help: "This worker's name, recorded with every file it places and shown by show and export (default: the machine's host name; also $HAUL_WORKER)."),
         .init(names: ["--transport"], value: "NAME", help: "curl (default) or urlsession; also $HAUL_TRANSPORT."),
         .init(names: ["-q", "--quiet"], value: nil, help: "Print only the final summary."),
         .init(names: ["--json"], value: nil, help: "Print one JSON object per event, and the summary, on stdout."),
@@ -51,6 +52,12 @@ enum RunCommand: Command {
         if let value = try seconds(arguments, "--stall", spec: spec) { options.stallTimeout = value }
         if let value = try seconds(arguments, "--timeout", spec: spec) { options.totalTimeout = value }
         if let value = try seconds(arguments, "--max-retry-after", spec: spec, allowZero: true) { options.maxRetryAfter = value }
+        if let name = arguments.value("--worker") ?? ProcessInfo.processInfo.environment["HAUL_WORKER"].flatMap({ $0.isEmpty ? nil : $0 }) {
+            guard !name.isEmpty, name.count <= 200, !name.contains(where: { $0.isNewline || $0 == "/" }) else {
+                throw UsageError(message: "'--worker' needs a name of 1 to 200 characters without '/' or line breaks", spec: spec)
+            }
+            options.workerName = name
+        }
         if spec.name == "run" { options.ifExists = try AddCommand.existingFilePolicy(arguments, spec: spec) }
         if let algorithm = arguments.value("--checksum") {
             guard algorithm == "sha256" else {

@@ -1,0 +1,139 @@
+import HaulCore
+
+extension PostgresJobStore {
+    /// Rows per INSERT: each statement takes its rows as arrays (`unnest`), so a batch of 64,000
+    /// lines is a few dozen statements.
+    static let rowsPerInsert = 4_000
+
+    /// Adds a batch in one transaction (see `JobStore`): destinations stay unique through the
+    /// unique destination key, inserted `ON CONFLICT DO NOTHING`; an entry whose row was not
+    /// inserted is judged against the job holding its key.
+    public func add(_ batch: JobBatch, maxAttempts: Int, profileID: Int?, ifExists: ExistingFilePolicy) throws -> [AddOutcome] {
+        guard !batch.isEmpty else { return [] }
+        return try write { now in
+            // Hosts first, in one statement; ids by name.
+            let hostRows = try rows("""
+                WITH wanted AS (SELECT unnest($1::text[]) AS host),
+                ins AS (INSERT INTO hosts (host) SELECT host FROM wanted ON CONFLICT (host) DO NOTHING RETURNING id, host)
+                SELECT id, host FROM ins UNION ALL SELECT h.id, h.host FROM hosts h JOIN wanted w ON w.host = h.host
+                """, [.texts(batch.hosts)])
+            var hostID: [String: Int] = [:]
+            for row in hostRows { hostID[row.string(1)] = row.int(0) }
+            let missing = batch.hosts.filter { hostID[$0] == nil }
+            if !missing.isEmpty {
+                // Inserted by another add after this statement's snapshot was taken: a new statement sees them.
+                for row in try rows("SELECT id, host FROM hosts WHERE host = ANY($1::text[])", [.texts(missing)]) {
+                    hostID[row.string(1)] = row.int(0)
+                }
+            }
+            let hostIDs = batch.hosts.map { hostID[$0] ?? 0 }
+
+            var outcomes = [AddOutcome](repeating: .added(jobID: 0), count: batch.count)
+            var judged = [Bool](repeating: false, count: batch.count)
+            let (inserts, repeats) = batch.partitionedByKey()
+            var start = 0
+            while start < inserts.count {
+                let chunk = Array(inserts[start..<min(start + Self.rowsPerInsert, inserts.count)])
+                let inserted = try insert(chunk.map(Int.init), of: batch, hostIDs: hostIDs, maxAttempts: maxAttempts,
+                                          profileID: profileID, ifExists: ifExists, now: now)
+                for element in chunk {
+                    let index = Int(element)
+                    if let id = inserted[batch.entries[index].key] {
+                        outcomes[index] = .added(jobID: id)
+                        judged[index] = true
+                    }
+                }
+                start += chunk.count
+            }
+            // The entries that lost to a job already holding their key, and repeats within the batch.
+            let unjudged = Array(inserts.map(Int.init).filter { !judged[$0] }) + repeats.map(Int.init)
+            try judge(unjudged, of: batch, into: &outcomes)
+            // A name made from the URL that another URL holds gives way to the same name with a
+            // short suffix from the URL's hash (as the SQLite queue does).
+            for index in outcomes.indices where batch.entries[index].namedByURL {
+                guard case .rejected(.destinationTaken) = outcomes[index] else { continue }
+                let destination = JobBatch.suffixed(batch.destination(index), for: batch.url(index))
+                let key = JobBatch.destinationKey(destination)
+                let row = try rows("""
+                    INSERT INTO jobs (url, host_id, destination, destination_key, checksum, max_attempts, created_at, updated_at,
+                                      profile_id, if_exists)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9) ON CONFLICT (destination_key) DO NOTHING RETURNING id
+                    """, [.text(batch.url(index)), .int(hostIDs[Int(batch.entries[index].host)]), .text(destination), .int(key),
+                          .text(batch.checksum(index)), .int(maxAttempts), .int(now), .int(profileID),
+                          .text(ifExists == .skip ? nil : ifExists.rawValue)])
+                if let row = row.first {
+                    outcomes[index] = .added(jobID: row.int(0))
+                } else if let holder = try rows("SELECT id, url FROM jobs WHERE destination_key = $1", [.int(key)]).first,
+                          holder.string(1) == batch.url(index) {
+                    outcomes[index] = .alreadyQueued(jobID: holder.int(0))
+                }
+            }
+            return outcomes
+        }
+    }
+
+    /// Inserts the entries `chunk` (no key twice) with one statement; returns the new ids by key.
+    private func insert(_ chunk: [Int], of batch: JobBatch, hostIDs: [Int], maxAttempts: Int, profileID: Int?,
+                        ifExists: ExistingFilePolicy, now: Int) throws -> [Int: Int] {
+        let inserted = try rows("""
+            INSERT INTO jobs (url, host_id, destination, destination_key, checksum, max_attempts, created_at, updated_at,
+                              profile_id, if_exists)
+            SELECT u, h, d, k, c, $6, $7, $7, $8, $9
+            FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::text[]) WITH ORDINALITY AS r(u, h, d, k, c, n)
+            ORDER BY n
+            ON CONFLICT (destination_key) DO NOTHING
+            RETURNING id, destination_key
+            """, [.texts(chunk.map { batch.url($0) }), .ints(chunk.map { hostIDs[Int(batch.entries[$0].host)] }),
+                  .texts(chunk.map { batch.destination($0) }), .ints(chunk.map { batch.entries[$0].key }),
+                  .texts(chunk.map { batch.checksum($0) }), .int(maxAttempts), .int(now), .int(profileID),
+                  .text(ifExists == .skip ? nil : ifExists.rawValue)])
+        var ids: [Int: Int] = [:]
+        for row in inserted { ids[row.int(1)] = row.int(0) }
+        return ids
+    }
+
+    /// Outcomes of entries whose key another job holds: already queued (same URL and
+    /// destination), or rejected with that job's id.
+    private func judge(_ indices: [Int], of batch: JobBatch, into outcomes: inout [AddOutcome]) throws {
+        var start = 0
+        while start < indices.count {
+            let chunk = Array(indices[start..<min(start + Self.rowsPerInsert, indices.count)])
+            var holders: [Int: (id: Int, url: String, destination: String)] = [:]
+            for row in try rows("SELECT id, url, destination, destination_key FROM jobs WHERE destination_key = ANY($1::bigint[])",
+                                [.ints(chunk.map { batch.entries[$0].key })]) {
+                holders[row.int(3)] = (row.int(0), row.string(1), row.string(2))
+            }
+            for index in chunk {
+                guard let holder = holders[batch.entries[index].key] else {
+                    throw PostgresError(message: "destination conflict without a holder", sql: nil)
+                }
+                if holder.destination != batch.destination(index) {
+                    outcomes[index] = .rejected(.destinationKeyCollision(byJob: holder.id))
+                } else {
+                    outcomes[index] = holder.url == batch.url(index) ? .alreadyQueued(jobID: holder.id)
+                        : .rejected(.destinationTaken(byJob: holder.id, url: holder.url))
+                }
+            }
+            start += chunk.count
+        }
+    }
+
+    public func storeProfile(_ profile: RequestProfile) throws -> Int {
+        try write { _ in
+            try run("""
+                INSERT INTO request_profiles (headers, user_agent, netrc) VALUES ($1, $2, $3)
+                ON CONFLICT (headers, user_agent, netrc) DO NOTHING
+                """, [.text(profile.storedHeaders), .text(profile.userAgent), .text(profile.storedNetrc)])
+            return try one("""
+                SELECT id FROM request_profiles
+                WHERE headers = $1 AND user_agent IS NOT DISTINCT FROM $2 AND netrc IS NOT DISTINCT FROM $3
+                """, [.text(profile.storedHeaders), .text(profile.userAgent), .text(profile.storedNetrc)]).int(0)
+        }
+    }
+
+    public func profile(id: Int) throws -> RequestProfile? {
+        try rows("SELECT headers, user_agent, netrc FROM request_profiles WHERE id = $1", [.int(id)]).first.map {
+            RequestProfile(storedHeaders: $0.string(0), userAgent: $0.optionalString(1), storedNetrc: $0.optionalString(2))
+        }
+    }
+}

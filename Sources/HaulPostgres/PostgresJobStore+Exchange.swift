@@ -1,0 +1,351 @@
+import HaulCore
+
+/// The engine's one round trip on PostgreSQL: outcomes, progress, renewals, slots and claims in one
+/// transaction (see `Exchange` for the guarantees), with the worker's heartbeat.
+extension PostgresJobStore {
+    public func exchange(_ request: Exchange) throws -> ExchangeResult {
+        try write { now in
+            try heartbeat(owner: request.owner, name: request.worker, now: now)
+            var result = ExchangeResult()
+            // Renewals first: a lease that lapsed is not renewed, and its outcome below is then
+            // judged under whoever holds the job now.
+            result.lostJobs = try renewJobs(request.renewJobs, now: now, leaseMilliseconds: request.leaseMilliseconds)
+            result.lostSlots = try renewSlots(request.renewSlots, now: now, leaseMilliseconds: request.leaseMilliseconds)
+            for pause in request.pauses {
+                try pauseHost(pause.host, until: pause.until + skew, reason: pause.reason)
+            }
+            for (hostID, limit) in request.limits.sorted(by: { $0.key < $1.key }) {
+                try run("UPDATE hosts SET current_limit = $1 WHERE id = $2", [.int(limit), .int(hostID)])
+            }
+            try recordProgress(request.progress, now: now)
+            result.outcomes = try record(request.outcomes, worker: request.worker, now: now)
+            try releaseSlots(request.releaseSlots)
+            if now - lastExpiry >= Self.expiryInterval || request.claim > 0 && now - lastExpiry >= 100 {
+                try sweep(now: now)
+                lastExpiry = now
+            }
+            if request.claim > 0 {
+                result.claimed = try claimAhead(request, now: now)
+            }
+            if !request.wantSlots.isEmpty {
+                (result.grantedSlots, result.caps) = try grantSlots(request.wantSlots, owner: request.owner, now: now,
+                                                                    leaseMilliseconds: request.leaseMilliseconds)
+            }
+            let involved = Set(request.renewSlots.map(\.hostID)).union(request.heldByHost.keys).union(request.wantSlots.keys)
+            if !involved.isEmpty {
+                (result.contendedHosts, result.pausedHosts) = try hostConditions(involved, owner: request.owner, now: now)
+            }
+            if request.claim > 0 && result.claimed.isEmpty {
+                result.unfinished = try unfinishedCount()
+                result.nextWake = try nextWakeTime(now: now).map { $0 - skew }
+            }
+            return result
+        }
+    }
+
+    // MARK: Workers
+
+    /// Registers `owner` on its first exchange; later, about once a second, moves its heartbeat,
+    /// and throws `WorkerEvicted` when its registration was removed meanwhile.
+    func heartbeat(owner: String, name: String, now: Int) throws {
+        if registeredOwner != owner {
+            let name = name.isEmpty ? owner : name
+            try run("""
+                INSERT INTO workers (owner, name, started_at, heartbeat_at) VALUES ($1, $2, $3, $3)
+                ON CONFLICT (owner) DO UPDATE SET heartbeat_at = $3
+                """, [.text(owner), .text(name), .int(now)])
+            registeredOwner = owner
+            lastHeartbeat = now
+            return
+        }
+        guard now - lastHeartbeat >= Self.heartbeatInterval else { return }
+        guard try run("UPDATE workers SET heartbeat_at = $2 WHERE owner = $1", [.text(owner), .int(now)]) == 1 else {
+            throw WorkerEvicted(owner: owner)
+        }
+        lastHeartbeat = now
+    }
+
+    /// Removes workers silent for longer than the queue's worker timeout, ending their leases and
+    /// slots now; then returns every running job whose lease expired to the queue (or fails it,
+    /// when it has used all its attempts).
+    func sweep(now: Int) throws {
+        let gone = try rows("""
+            DELETE FROM workers
+            WHERE heartbeat_at < $1 - (SELECT value FROM queue_settings WHERE name = 'worker_timeout_ms')
+            RETURNING owner
+            """, [.int(now)]).map { $0.string(0) }
+        if !gone.isEmpty {
+            try run("UPDATE jobs SET lease_expires_at = $1 WHERE state = 'running' AND lease_owner = ANY($2::text[])",
+                    [.int(now), .texts(gone)])
+            try run("DELETE FROM host_slots WHERE owner = ANY($1::text[])", [.texts(gone)])
+        }
+        try expireLeases(now: now)
+    }
+
+    func expireLeases(now: Int) throws {
+        try run("""
+            WITH expired AS (
+                SELECT id, lease_token FROM jobs WHERE state = 'running' AND lease_expires_at <= $1 FOR UPDATE SKIP LOCKED
+            ),
+            closed AS (
+                UPDATE attempts a SET finished_at = $1, error = 'lease expired: the worker stopped without reporting'
+                FROM expired e WHERE a.job_id = e.id AND a.lease_token = e.lease_token AND a.finished_at IS NULL
+            )
+            UPDATE jobs j SET
+                state = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'queued' END,
+                last_error = CASE WHEN j.attempts >= j.max_attempts
+                    THEN 'gave up after ' || j.attempts || CASE j.attempts WHEN 1 THEN ' attempt' ELSE ' attempts' END
+                         || '; the last one''s worker stopped without reporting (lease expired)'
+                    ELSE j.last_error END,
+                finished_at = CASE WHEN j.attempts >= j.max_attempts THEN $1 ELSE NULL END,
+                lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $1
+            FROM expired e WHERE j.id = e.id
+            """, [.int(now)])
+    }
+
+    public func expireLeases(ofOwners owners: [String]) throws {
+        guard !owners.isEmpty else { return }
+        try write { now in
+            try run("UPDATE jobs SET lease_expires_at = $1 WHERE state = 'running' AND lease_owner = ANY($2::text[])",
+                    [.int(now), .texts(owners)])
+            try run("DELETE FROM host_slots WHERE owner = ANY($1::text[])", [.texts(owners)])
+            try run("DELETE FROM workers WHERE owner = ANY($1::text[])", [.texts(owners)])
+            try expireLeases(now: now)
+        }
+    }
+
+    public func leaseOwners() throws -> [String] {
+        try rows("""
+            SELECT lease_owner FROM jobs WHERE state = 'running' AND lease_owner IS NOT NULL
+            UNION SELECT owner FROM host_slots
+            """).map { $0.string(0) }
+    }
+
+    public func runningJobsByOwner() throws -> [(owner: String, jobs: Int)] {
+        try rows("""
+            SELECT lease_owner, count(*) FROM jobs WHERE state = 'running' AND lease_owner IS NOT NULL GROUP BY lease_owner
+            ORDER BY lease_owner
+            """).map { (owner: $0.string(0), jobs: $0.int(1)) }
+    }
+
+    // MARK: Leases and progress
+
+    func renewJobs(_ leases: [JobLeaseID], now: Int, leaseMilliseconds: Int) throws -> [JobLeaseID] {
+        guard !leases.isEmpty else { return [] }
+        let renewed = Set(try rows("""
+            UPDATE jobs j SET lease_expires_at = $1
+            FROM unnest($2::bigint[], $3::text[]) AS r(id, token)
+            WHERE j.id = r.id AND j.lease_token = r.token AND j.state = 'running' AND j.lease_expires_at > $4
+            RETURNING j.id
+            """, [.int(now + leaseMilliseconds), .ints(leases.map(\.jobID)), .texts(leases.map(\.token)), .int(now)])
+            .map { $0.int(0) })
+        return leases.filter { !renewed.contains($0.jobID) }
+    }
+
+    /// Writes the progress of running transfers: four columns, none indexed, so the update stays
+    /// heap-only in the page's free space; the engine sends it about once a second a transfer.
+    func recordProgress(_ updates: [Progress], now: Int) throws {
+        guard !updates.isEmpty else { return }
+        try run("""
+            UPDATE jobs j SET received_bytes = p.received, expected_bytes = p.expected, etag = p.etag,
+                last_modified = p.modified, updated_at = $1
+            FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[]::bigint[], $6::text[], $7::text[])
+                AS p(id, token, received, expected, etag, modified)
+            WHERE j.id = p.id AND j.lease_token = p.token AND j.state = 'running'
+            """, [.int(now), .ints(updates.map(\.jobID)), .texts(updates.map(\.token)), .ints(updates.map(\.receivedBytes)),
+                  .optionalInts(updates.map(\.expectedBytes)), .texts(updates.map(\.etag)), .texts(updates.map(\.lastModified))])
+    }
+
+    public func recordProgress(_ updates: [Progress]) throws {
+        try write { now in try recordProgress(updates, now: now) }
+    }
+
+    // MARK: Slots
+
+    public func setHostCap(_ cap: Int, host: String?) throws {
+        precondition(cap > 0, "a cap is at least 1")
+        try write { _ in
+            if let host {
+                try run("INSERT INTO hosts (host, cap) VALUES ($1, $2) ON CONFLICT (host) DO UPDATE SET cap = $2",
+                        [.text(host), .int(cap)])
+            } else {
+                try run("UPDATE queue_settings SET value = $1 WHERE name = 'default_host_cap'", [.int(cap)])
+            }
+        }
+    }
+
+    public func liveSlots() throws -> [String: Int] {
+        let now = try serverNow()
+        var slots: [String: Int] = [:]
+        for row in try rows("""
+            SELECT h.host, count(*) FROM host_slots s JOIN hosts h ON h.id = s.host_id WHERE s.expires_at > $1 GROUP BY h.host
+            """, [.int(now)]) {
+            slots[row.string(0)] = row.int(1)
+        }
+        return slots
+    }
+
+    static let capOfHost = "coalesce(h.cap, (SELECT value FROM queue_settings WHERE name = 'default_host_cap'))"
+
+    /// Grants up to the wanted number of slots per host. Each host's row is locked first (in host
+    /// order, so two claimers never wait on each other in a cycle); the live slots are counted
+    /// after the lock is held, so a slot another worker committed meanwhile is seen.
+    func grantSlots(_ wanted: [Int: Int], owner: String, now: Int, leaseMilliseconds: Int) throws -> ([SlotLease], [Int: Int]) {
+        var granted: [SlotLease] = []
+        var caps: [Int: Int] = [:]
+        for (hostID, count) in wanted.sorted(by: { $0.key < $1.key }) where count > 0 {
+            guard let host = try rows("""
+                SELECT h.paused_until > $2, \(Self.capOfHost) FROM hosts h WHERE h.id = $1 FOR NO KEY UPDATE
+                """, [.int(hostID), .int(now)]).first else { continue }
+            let cap = host.int(1)
+            caps[hostID] = cap
+            if host.bool(0) { continue }
+            try run("DELETE FROM host_slots WHERE host_id = $1 AND expires_at <= $2", [.int(hostID), .int(now)])
+            let taken = Set(try rows("SELECT slot FROM host_slots WHERE host_id = $1", [.int(hostID)]).map { $0.int(0) })
+            // Live slots at an index beyond a lowered cap count too, until they are renewed away.
+            let free = (0..<cap).filter { !taken.contains($0) }.prefix(max(0, min(count, cap - taken.count)))
+            if !free.isEmpty {
+                for row in try rows("""
+                    INSERT INTO host_slots (host_id, slot, owner, token, expires_at)
+                    SELECT $1, s, $2, gen_random_uuid()::text, $3 FROM unnest($4::int[]) AS s
+                    RETURNING slot, token
+                    """, [.int(hostID), .text(owner), .int(now + leaseMilliseconds), .ints(Array(free))]) {
+                    granted.append(SlotLease(hostID: hostID, index: row.int(0), token: row.string(1)))
+                }
+            }
+            if free.count < count {
+                try run("UPDATE hosts SET wanted_by = $1, wanted_at = $2 WHERE id = $3", [.text(owner), .int(now), .int(hostID)])
+            } else {
+                try run("UPDATE hosts SET wanted_by = NULL WHERE id = $1 AND wanted_by = $2", [.int(hostID), .text(owner)])
+            }
+        }
+        return (granted, caps)
+    }
+
+    func renewSlots(_ slots: [SlotLease], now: Int, leaseMilliseconds: Int) throws -> [SlotLease] {
+        guard !slots.isEmpty else { return [] }
+        let renewed = Set(try rows("""
+            UPDATE host_slots s SET expires_at = $1
+            FROM unnest($2::bigint[], $3::int[], $4::text[]) AS r(host_id, slot, token), hosts h
+            WHERE s.host_id = r.host_id AND s.slot = r.slot AND s.token = r.token AND s.expires_at > $5
+                AND h.id = s.host_id AND s.slot < \(Self.capOfHost)
+            RETURNING s.token
+            """, [.int(now + leaseMilliseconds), .ints(slots.map(\.hostID)), .ints(slots.map(\.index)),
+                  .texts(slots.map(\.token)), .int(now)]).map { $0.string(0) })
+        let lost = slots.filter { !renewed.contains($0.token) }
+        try releaseSlots(lost)  // beyond a lowered cap: free now
+        return lost
+    }
+
+    func releaseSlots(_ slots: [SlotLease]) throws {
+        guard !slots.isEmpty else { return }
+        try run("""
+            DELETE FROM host_slots s USING unnest($1::bigint[], $2::int[], $3::text[]) AS r(host_id, slot, token)
+            WHERE s.host_id = r.host_id AND s.slot = r.slot AND s.token = r.token
+            """, [.ints(slots.map(\.hostID)), .ints(slots.map(\.index)), .texts(slots.map(\.token))])
+    }
+
+    /// Which of `hosts` another worker wants a slot of (only those this owner holds slots of),
+    /// and which are paused (until when, on this worker's clock).
+    func hostConditions(_ hosts: Set<Int>, owner: String, now: Int) throws -> (Set<Int>, [Int: Int]) {
+        var contended = Set<Int>()
+        var paused: [Int: Int] = [:]
+        for row in try rows("""
+            SELECT h.id, h.wanted_by IS NOT NULL AND h.wanted_by <> $2 AND h.wanted_at >= $3 - \(Self.contentionWindow)
+                AND EXISTS (SELECT 1 FROM host_slots s WHERE s.host_id = h.id AND s.owner = $2 AND s.expires_at > $3),
+                h.paused_until
+            FROM hosts h WHERE h.id = ANY($1::bigint[])
+            """, [.ints(Array(hosts)), .text(owner), .int(now)]) {
+            if row.bool(1) { contended.insert(row.int(0)) }
+            if row.int(2) > now { paused[row.int(0)] = row.int(2) - skew }
+        }
+        return (contended, paused)
+    }
+
+    /// How long a refused slot request counts as a worker waiting, in ms.
+    static let contentionWindow = 2000
+
+    public func pauseHost(_ host: String, until: Int, reason: String) throws {
+        try run("""
+            INSERT INTO hosts (host, paused_until, pause_reason) VALUES ($1, $2, $3)
+            ON CONFLICT (host) DO UPDATE SET
+                pause_reason = CASE WHEN $2 > hosts.paused_until THEN $3 ELSE hosts.pause_reason END,
+                paused_until = greatest(hosts.paused_until, $2)
+            """, [.text(host), .int(until), .text(reason)])
+    }
+
+    // MARK: Claiming ahead
+
+    /// Claims up to `request.claim` due jobs, spread round-robin over the hosts with work (this
+    /// claimer's least recently claimed first), at most twice a host's cap in the claimer's hands
+    /// per host. `FOR UPDATE SKIP LOCKED`: claimers never take one job twice nor wait on each other.
+    func claimAhead(_ request: Exchange, now: Int) throws -> [Lease] {
+        var open: [(id: Int, name: String, room: Int)] = try rows("""
+            SELECT h.id, h.host, \(Self.capOfHost) FROM hosts h
+            WHERE h.paused_until <= $1
+                AND EXISTS (SELECT 1 FROM jobs j WHERE j.host_id = h.id AND j.state = 'queued' AND j.next_attempt_at <= $1)
+            """, [.int(now)]).compactMap { row in
+            let room = 2 * row.int(2) - request.heldByHost[row.int(0), default: 0]
+            return room > 0 ? (row.int(0), row.string(1), room) : nil
+        }
+        open.sort { (lastClaim[$0.id] ?? 0, $0.id) < (lastClaim[$1.id] ?? 0, $1.id) }
+        // Quotas, one job per host per pass.
+        var quota = [Int](repeating: 0, count: open.count)
+        var left = request.claim
+        var progressed = true
+        while left > 0 && progressed {
+            progressed = false
+            for index in open.indices where left > 0 && quota[index] < open[index].room {
+                quota[index] += 1
+                left -= 1
+                progressed = true
+            }
+        }
+        var leases: [Lease] = []
+        for (index, host) in open.enumerated() where quota[index] > 0 {
+            let claimed = try rows("""
+                WITH picked AS (
+                    SELECT id FROM jobs WHERE host_id = $1 AND state = 'queued' AND next_attempt_at <= $2
+                    ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED
+                ),
+                taken AS (
+                    UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, max_attempts = coalesce($4, j.max_attempts),
+                        lease_token = gen_random_uuid()::text, lease_owner = $5, lease_expires_at = $6, updated_at = $2
+                    FROM picked WHERE j.id = picked.id
+                    RETURNING j.*
+                ),
+                recorded AS (
+                    INSERT INTO attempts (job_id, number, lease_token, started_at) SELECT id, attempts, lease_token, $2 FROM taken
+                )
+                SELECT \(Self.jobColumns("taken", host: "$7::text")) FROM taken ORDER BY taken.next_attempt_at, taken.id
+                """, [.int(host.id), .int(now), .int(quota[index]), .int(request.maxAttempts), .text(request.owner),
+                      .int(now + request.leaseMilliseconds), .text(host.name)])
+            for row in claimed {
+                let job = Self.job(row)
+                leases.append(Lease(job: job, token: job.leaseToken ?? ""))
+            }
+            if !claimed.isEmpty {
+                claimSequence += 1
+                lastClaim[host.id] = claimSequence
+            }
+        }
+        return leases
+    }
+
+    func unfinishedCount() throws -> (queued: Int, running: Int) {
+        let row = try one("""
+            SELECT (SELECT count(*) FROM jobs WHERE state = 'queued'), (SELECT count(*) FROM jobs WHERE state = 'running')
+            """)
+        return (row.int(0), row.int(1))
+    }
+
+    /// The soonest moment (server ms) a queued job may become claimable, or nil.
+    func nextWakeTime(now: Int) throws -> Int? {
+        let row = try one("""
+            SELECT (SELECT min(next_attempt_at) FROM jobs WHERE state = 'queued' AND next_attempt_at > 0 AND next_attempt_at > $1),
+                   (SELECT min(h.paused_until) FROM hosts h WHERE h.paused_until > $1
+                        AND EXISTS (SELECT 1 FROM jobs j WHERE j.host_id = h.id AND j.state = 'queued'))
+            """, [.int(now)])
+        return [row.optionalInt(0), row.optionalInt(1)].compactMap { $0 }.min()
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import HaulCore
+
+/// The job queue on a PostgreSQL server, shared by `haul` workers on many machines: the second
+/// implementation of `JobStore`, held to the same conformance tests as the SQLite `JobQueue`.
+///
+/// Guarantees (beyond `JobStore`'s):
+/// - every operation is one transaction on the server; a deadlock or serialization failure is
+///   rolled back and the operation run again, so callers see it succeed or fail whole;
+/// - time is the database server's clock (`clock_timestamp()`), never a worker's: leases, slots,
+///   pauses and heartbeats are compared on one clock; times a worker sends (retry times, pauses)
+///   are moved from its clock onto the server's by the skew measured in the same transaction;
+/// - live slots of a host never number more than its cap over every worker on every machine: a
+///   slot is granted only under the host row's lock, counted by a statement that starts after the
+///   lock is taken;
+/// - jobs are claimed `FOR UPDATE SKIP LOCKED`, so concurrent claimers never take one job twice
+///   and never wait on each other's rows;
+/// - a worker registers with its first exchange and beats its heart with later ones; a worker
+///   silent for the queue's `worker_timeout_ms` is removed by the next one that looks, and its
+///   jobs and slots come back at once; a worker that finds its own registration gone is told so
+///   (`WorkerEvicted`) and must stop taking work.
+///
+/// Not thread-safe: one store owns one connection and belongs to one thread at a time.
+public final class PostgresJobStore: JobStore {
+    let connection: PostgresConnection
+    /// Milliseconds added to the server's clock: lets tests move time. 0 in use.
+    public var clockOffset = 0
+    /// The server's clock less this machine's, from the last transaction (ms).
+    var skew = 0
+    /// When this store last swept expired leases and silent workers (server ms).
+    var lastExpiry = Int.min / 2
+    /// The owner this store registered for, and when it last beat its heart (server ms).
+    var registeredOwner: String?
+    var lastHeartbeat = Int.min / 2
+    /// This claimer's own round-robin order over hosts: host id → when it last claimed there.
+    var lastClaim: [Int: Int] = [:]
+    var claimSequence = 0
+
+    /// Connects to `url` (`postgres://USER@HOST:PORT/DB`, or any libpq connection string; a
+    /// password from the URL, `PGPASSWORD` or `~/.pgpass`) and brings the schema up to date.
+    public init(url: String) throws {
+        connection = try PostgresConnection(url: url)
+        try PostgresMigrator().migrate(connection)
+    }
+
+    public var location: String { connection.location }
+
+    /// How often an exchange that claims nothing looks for expired leases and silent workers, in ms.
+    static let expiryInterval = 1000
+    /// How often a worker's exchanges beat its heart, in ms.
+    static let heartbeatInterval = 1000
+
+    public func now() throws -> Int {
+        try serverNow()
+    }
+
+    func serverNow() throws -> Int {
+        try one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint").int(0) + clockOffset
+    }
+
+    static func localNow() -> Int { Int(Date().timeIntervalSince1970 * 1000) }
+
+    /// One write transaction with the server's time at its start.
+    func write<T>(_ body: (_ now: Int) throws -> T) throws -> T {
+        try connection.transaction {
+            let now = try serverNow()
+            skew = now - (Self.localNow() + clockOffset)
+            return try body(now)
+        }
+    }
+
+    /// One read-only transaction on one snapshot.
+    func read<T>(_ body: (_ now: Int) throws -> T) throws -> T {
+        try connection.transaction {
+            try connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            return try body(try serverNow())
+        }
+    }
+
+    /// Sets how long a silent worker keeps its jobs and slots, for every worker of the queue.
+    public func setWorkerTimeout(milliseconds: Int) throws {
+        precondition(milliseconds > 0, "a timeout is positive")
+        try run("UPDATE queue_settings SET value = $1 WHERE name = 'worker_timeout_ms'", [.int(milliseconds)])
+    }
+
+    /// Workers registered, with their names and last heartbeats (server ms).
+    public func workers() throws -> [(owner: String, name: String, heartbeatAt: Int)] {
+        try rows("SELECT owner, name, heartbeat_at FROM workers ORDER BY owner").map {
+            (owner: $0.string(0), name: $0.string(1), heartbeatAt: $0.int(2))
+        }
+    }
+}
+
+/// A worker's registration was removed by another worker, because its heartbeat was late by more
+/// than the queue's worker timeout: its jobs and slots went back to the queue, so it must stop.
+///
+/// Guarantees: thrown by an exchange before anything of that exchange is written.
+public struct WorkerEvicted: Error, StoreError, CustomStringConvertible {
+    public let owner: String
+    public var description: String {
+        "this worker (\(owner)) was taken off the queue by the others: its heartbeat was late by more than the queue's worker timeout, so its jobs went back to the queue; run haul again to rejoin"
+    }
+    public func explained(location: String, busyTimeout: Double) -> String {
+        "\(description) (queue \(location))"
+    }
+}
