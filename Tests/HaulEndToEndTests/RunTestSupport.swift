@@ -12,7 +12,9 @@ final class RunHarness {
     let out: String
     let db: String
 
-    init(_ testCase: XCTestCase, file: StaticString = #filePath, line: UInt = #line) throws {
+    /// `database`: the queue's location when it is not `haul.db` in the temp folder (a
+    /// `postgres://` URL).
+    init(_ testCase: XCTestCase, database: String? = nil, file: StaticString = #filePath, line: UInt = #line) throws {
         let bundle = Bundle(for: type(of: testCase))
         guard let haul = HaulProcess.haulExecutable(testBundle: bundle) else {
             let places = HaulProcess.candidates(testBundle: bundle).map(\.path).joined(separator: ", ")
@@ -22,7 +24,7 @@ final class RunHarness {
         self.haul = haul
         temp = try TempDirectory(prefix: "haul-run")
         out = try temp.makeDirectory("out")
-        db = temp.file("haul.db")
+        db = database ?? temp.file("haul.db")
     }
 
     deinit { temp.remove() }
