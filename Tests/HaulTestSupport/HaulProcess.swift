@@ -132,22 +132,18 @@ public enum HaulProcess {
         process.arguments = arguments
         process.environment = environment ?? Self.environment()
         if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory, isDirectory: true) }
-        func connect(_ output: Output) -> Pipe? {
+        /// The pipe to collect `output` through (nil when it goes elsewhere), and what the child gets.
+        func connect(_ output: Output) -> (collected: Pipe?, destination: Any) {
             switch output {
-            case .capture: return Pipe()
-            case .handle, .pipe: return nil
+            case .capture: let pipe = Pipe(); return (pipe, pipe)
+            case .handle(let handle): return (nil, handle)
+            case .pipe(let pipe): return (nil, pipe)
             }
         }
-        let out = connect(stdout)
-        let err = connect(stderr)
-        for (output, captured, set) in [(stdout, out, { process.standardOutput = $0 }),
-                                        (stderr, err, { process.standardError = $0 })] as [(Output, Pipe?, (Any) -> Void)] {
-            switch output {
-            case .capture: set(captured!)
-            case .handle(let handle): set(handle)
-            case .pipe(let pipe): set(pipe)
-            }
-        }
+        let (out, outDestination) = connect(stdout)
+        let (err, errDestination) = connect(stderr)
+        process.standardOutput = outDestination
+        process.standardError = errDestination
         var feed: (Pipe, Data)? = nil
         if let stdinPipe {
             process.standardInput = stdinPipe
