@@ -12,14 +12,9 @@ struct DigestOpenSSLTests {
     static let boundaryLengths = [0, 1, 55, 56, 57, 63, 64, 65, 111, 112, 113, 119, 120, 127, 128, 129,
                                   183, 184, 191, 192, 239, 240, 255, 256, 257]
 
-    static func openssl() -> URL? {
-        let folders = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(String.init) + ["/usr/bin"]
-        return folders.map { URL(fileURLWithPath: $0 + "/openssl") }.first { FileManager.default.isExecutableFile(atPath: $0.path) }
-    }
-
     @Test("MD5, SHA-1, SHA-256 and SHA-512 agree with openssl dgst", arguments: Checksum.Algorithm.allCases)
     func agreesWithOpenSSL(algorithm: Checksum.Algorithm) throws {
-        let openssl = try #require(Self.openssl(), "openssl is not installed (Debian: apt-get install openssl); this test compares against it")
+        let openssl = try #require(HaulProcess.tool("openssl"), "openssl is not installed (Debian: apt-get install openssl); this test compares against it")
         let seed = UInt64.random(in: 1...UInt64.max)
         var random = SeededGenerator(seed: seed)
         let folder = try TempDirectory(prefix: "haul-digest")

@@ -6,8 +6,7 @@ import XCTest
 /// Telling haul's own placed files from the user's, and the names `rename` tries.
 final class ExistingFileExamineTests: XCTestCase {
     func testOnlyAnUnchangedFileWithTheRecordedIdentityIsHaulsOwn() throws {
-        let directory = try TempDirectory(prefix: "haul-existing")
-        defer { directory.remove() }
+        let directory = try makeTempDirectory(prefix: "haul-existing")
         let path = directory.file("f.bin")
         XCTAssertEqual(ExistingFile.examine(path, placed: nil), .nothing)
         XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data("12345".utf8)))

@@ -1,16 +1,15 @@
 import Foundation
 import XCTest
 @testable import HaulCore
+import HaulTestSupport
 
 /// Whether a lease holder is dead: only a process of this boot and this PID namespace whose pid
 /// is gone (or reused) is; anything else counts as alive until its lease expires.
 final class ProcessIdentityTests: XCTestCase {
     /// A pid that belongs to no process now: a child that has exited and been reaped.
     private func deadPID() throws -> Int32 {
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/bin/true")
-        try child.run()
-        child.waitUntilExit()
+        let child = try HaulProcess.start(URL(fileURLWithPath: "/bin/true"), [])
+        _ = child.wait(timeout: 30)
         XCTAssertNil(ProcessIdentity.startTime(of: child.processIdentifier), "the reaped child's pid is still in use")
         return child.processIdentifier
     }

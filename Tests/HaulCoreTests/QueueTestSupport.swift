@@ -19,13 +19,6 @@ final class TestClock: Sendable {
 }
 
 extension XCTestCase {
-    /// A fresh temp directory, removed with its content when the test ends.
-    func makeTempDirectory() throws -> TempDirectory {
-        let directory = try TempDirectory()
-        addTeardownBlock { directory.remove() }
-        return directory
-    }
-
     /// A queue on a new database file in a fresh temp directory, driven by `clock`.
     func makeQueue(clock: TestClock? = nil, file: StaticString = #filePath, line: UInt = #line) throws -> (JobQueue, TempDirectory) {
         let directory = try makeTempDirectory()

@@ -38,9 +38,7 @@ final class TestProxyTests: XCTestCase {
 
     /// `curl -q -sS --max-time 10 ARGUMENTS`, with no proxy variables in its environment.
     private func curl(_ arguments: [String]) throws -> ProcessResult {
-        let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
-            .split(separator: ":").map { "\($0)/curl" } + ["/usr/bin/curl"]
-        guard let executable = path.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+        guard let executable = HaulProcess.tool("curl") else {
             throw XCTSkip("the curl command is not installed (Debian: apt-get install curl)")
         }
         var environment = HaulProcess.environment()
@@ -48,7 +46,7 @@ final class TestProxyTests: XCTestCase {
             environment[name] = nil
             environment[name.uppercased()] = nil
         }
-        let result = try HaulProcess.run(URL(fileURLWithPath: executable), ["-q", "-sS", "--max-time", "10"] + arguments,
+        let result = try HaulProcess.run(executable, ["-q", "-sS", "--max-time", "10"] + arguments,
                                          environment: environment, timeout: 20)
         XCTAssertFalse(result.timedOut, "curl \(arguments) ran past 20 s")
         return result

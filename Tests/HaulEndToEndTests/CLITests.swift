@@ -458,10 +458,10 @@ final class CLITests: XCTestCase {
         for (shell, arguments) in [("bash", ["-n"]), ("zsh", ["-n"]), ("fish", ["--no-execute"])] {
             let script = try haul(["completions", shell])
             XCTAssertEqual(script.status, 0, shell)
-            guard let binary = ["/bin/", "/usr/bin/"].map({ $0 + shell }).first(where: FileManager.default.isExecutableFile) else { continue }
+            guard let binary = HaulProcess.tool(shell) else { continue }
             let directory = try makeTempDirectory()
             let file = try directory.write("haul.\(shell)", script.stdout)
-            let checked = try HaulProcess.run(URL(fileURLWithPath: binary), arguments + [file], timeout: 20)
+            let checked = try HaulProcess.run(binary, arguments + [file], timeout: 20)
             XCTAssertEqual(checked.status, 0, "\(shell): \(checked.stderrText)")
         }
         XCTAssertEqual(try haul(["completions", "tcsh"]).status, 64)

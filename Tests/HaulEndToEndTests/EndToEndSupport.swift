@@ -3,27 +3,7 @@ import XCTest
 import HaulCore
 import HaulTestSupport
 
-/// The built `haul` binary, found once (see `HaulProcess.haulExecutable`).
-let haulBinary: URL? = HaulProcess.haulExecutable(testBundle: Bundle(for: CLITests.self))
-
 extension XCTestCase {
-    /// A fresh temp directory, removed with its content when the test ends.
-    func makeTempDirectory() throws -> TempDirectory {
-        let directory = try TempDirectory(prefix: "haul-e2e")
-        addTeardownBlock { directory.remove() }
-        return directory
-    }
-
-    /// The `haul` binary, or a failure naming every place that was searched.
-    func haulExecutable(file: StaticString = #filePath, line: UInt = #line) throws -> URL {
-        guard let binary = haulBinary else {
-            let places = HaulProcess.candidates(testBundle: Bundle(for: CLITests.self)).map(\.path)
-            XCTFail("no haul binary; looked in \(places)", file: file, line: line)
-            throw HaulNotFound()
-        }
-        return binary
-    }
-
     /// Runs `haul` with `arguments` and waits for it (at most `timeout` seconds).
     func haul(_ arguments: [String], in directory: String? = nil, input: HaulProcess.Input = .none,
               environment: [String: String] = [:], binary: URL? = nil, timeout: TimeInterval = 30,
@@ -73,5 +53,4 @@ extension XCTestCase {
     }
 }
 
-struct HaulNotFound: Error {}
 struct UnexpectedJSON: Error {}

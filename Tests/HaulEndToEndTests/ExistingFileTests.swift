@@ -158,8 +158,8 @@ final class ExistingFileTests: XCTestCase {
 
     /// Sets user.haul.job on `path` (with python3, as the test support has no xattr call).
     private func setMark(_ path: String, _ value: String) throws {
-        let python = try XCTUnwrap(["/usr/bin/python3", "/bin/python3"].first(where: FileManager.default.isExecutableFile), "python3 is needed")
-        let result = try HaulProcess.run(URL(fileURLWithPath: python),
+        let python = try XCTUnwrap(HaulProcess.tool("python3"), "python3 is needed")
+        let result = try HaulProcess.run(python,
                                          ["-c", "import os,sys; os.setxattr(sys.argv[1], 'user.haul.job', sys.argv[2].encode())", path, value])
         guard result.status == 0 else { throw XCTSkip("cannot set an extended attribute on \(path): \(result.stderrText)") }
     }

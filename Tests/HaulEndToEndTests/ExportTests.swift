@@ -238,15 +238,7 @@ final class ExportTests: XCTestCase {
         let h = try RunHarness(self)
         try h.add((0..<4_000).map { "http://127.0.0.1:9/some/long/path/to/a/file/number-\($0).bin" })
         let output = Pipe()
-        let errors = Pipe()
-        let process = Process()
-        process.executableURL = h.haul
-        process.arguments = ["export", "--db", h.db]
-        process.environment = HaulProcess.environment()
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
+        let child = try HaulProcess.start(h.haul, ["export", "--db", h.db], stdout: .pipe(output))
         var first = Data()
         while !first.contains(0x0A) {
             let piece = output.fileHandleForReading.availableData
@@ -254,14 +246,12 @@ final class ExportTests: XCTestCase {
             first.append(piece)
         }
         try output.fileHandleForReading.close()
-        let complaint = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let result = child.wait(timeout: 120)
 
         let line = String(decoding: first.prefix { $0 != 0x0A }, as: UTF8.self)
         XCTAssertEqual(runTestJSON(line)?["id"] as? Int, 1, line)
-        XCTAssertTrue(process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGPIPE,
-                      "status \(process.terminationStatus), reason \(process.terminationReason.rawValue)")
-        XCTAssertEqual(complaint, "", "nothing on stderr")
+        XCTAssertTrue(result.signal == SIGPIPE, "status \(result.status), signal \(result.signal.map(String.init) ?? "none")")
+        XCTAssertEqual(result.stderrText, "", "nothing on stderr")
     }
 
     /// RFC 4180 rows: fields split at commas, quoted fields with doubled quotes, rows ending in

@@ -17,20 +17,12 @@ final class PipeAndSignalTests: XCTestCase {
         XCTAssertEqual(pipe(&ends), 0)
         close(ends[0])
         let gone = FileHandle(fileDescriptor: ends[1], closeOnDealloc: true)
-        let other = Pipe()
-        let process = Process()
-        process.executableURL = h.haul
-        process.arguments = arguments + ["--db", h.db]
-        process.currentDirectoryURL = h.temp.url
-        process.environment = HaulProcess.environment()
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = closed == .stdout ? gone : other
-        process.standardError = closed == .stderr ? gone : other
-        try process.run()
+        let child = try HaulProcess.start(h.haul, arguments + ["--db", h.db], currentDirectory: h.temp.path,
+                                          stdout: closed == .stdout ? .handle(gone) : .capture,
+                                          stderr: closed == .stderr ? .handle(gone) : .capture)
         try gone.close()
-        let text = String(decoding: other.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, process.terminationReason == .uncaughtSignal, text)
+        let result = child.wait(timeout: 120)
+        return (result.status, result.signalled, closed == .stdout ? result.stderrText : result.stdoutText)
     }
 
     /// Every command whose stdout (or, for an error, stderr) reader is gone ends by SIGPIPE, as

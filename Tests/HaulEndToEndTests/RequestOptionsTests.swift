@@ -153,11 +153,9 @@ final class RequestOptionsTests: XCTestCase {
         }
         let url = server.url("/private.bin").absoluteString
         let netrc = "machine 127.0.0.1 login u password p\n"
-        let folder = try TempDirectory(prefix: "haul-netrc")
-        defer { folder.remove() }
+        let folder = try makeTempDirectory(prefix: "haul-netrc")
         let netrcFile = try Self.privateFile(folder, "credentials", netrc)
-        let home = try TempDirectory(prefix: "haul-home")
-        defer { home.remove() }
+        let home = try makeTempDirectory(prefix: "haul-home")
         _ = try Self.privateFile(home, ".netrc", netrc)
 
         try get(url, ["-u", "u:p"], "-u u:p").assertDone("private.bin", data)

@@ -15,19 +15,11 @@ final class RunHarness {
     /// `database`: the queue's location when it is not `haul.db` in the temp folder (a
     /// `postgres://` URL).
     init(_ testCase: XCTestCase, database: String? = nil, file: StaticString = #filePath, line: UInt = #line) throws {
-        let bundle = Bundle(for: type(of: testCase))
-        guard let haul = HaulProcess.haulExecutable(testBundle: bundle) else {
-            let places = HaulProcess.candidates(testBundle: bundle).map(\.path).joined(separator: ", ")
-            XCTFail("the haul binary was not built (looked in \(places))", file: file, line: line)
-            throw XCTSkip("no haul binary")
-        }
-        self.haul = haul
-        temp = try TempDirectory(prefix: "haul-run")
+        haul = try testCase.haulExecutable(file: file, line: line)
+        temp = try testCase.makeTempDirectory(prefix: "haul-run")
         out = try temp.makeDirectory("out")
         db = database ?? temp.file("haul.db")
     }
-
-    deinit { temp.remove() }
 
     /// Runs `haul ARGUMENTS --db DB` to completion in the temp folder.
     @discardableResult

@@ -5,6 +5,7 @@ import Foundation
 public final class ResponseLedger: Sendable {
     /// One answer a route gave.
     public struct Entry: Sendable {
+        public let path: String
         public let status: Int
         /// Whether the Range header was present.
         public let ranged: Bool
@@ -13,12 +14,8 @@ public final class ResponseLedger: Sendable {
         public let whole: Bool
     }
 
-    struct State: Sendable {
-        var requests = 0
-        var entries: [String: [Entry]] = [:]
-    }
-
-    private let state = Locked(State())
+    /// Every answer, in order.
+    public let log = RequestLog<Entry>()
 
     public init() {}
 
@@ -26,21 +23,18 @@ public final class ResponseLedger: Sendable {
     public func wrap(_ handler: @escaping FaultServer.Handler) -> FaultServer.Handler {
         { request in
             let response = handler(request)
-            let entry = Entry(status: response.status, ranged: request.headers["Range"] != nil,
+            let entry = Entry(path: request.path, status: response.status, ranged: request.headers["Range"] != nil,
                               whole: (response.status == 200 || response.status == 206) && response.bodyByteLimit == nil
                                   && !response.endless)
-            self.state.update { s in
-                s.requests += 1
-                s.entries[request.path, default: []].append(entry)
-            }
+            self.log.append(entry)
             return response
         }
     }
 
     /// Requests answered so far, over every server whose routes this ledger wraps.
-    public var requestCount: Int { state.withLock { $0.requests } }
+    public var requestCount: Int { log.count() }
 
-    public func entries(path: String) -> [Entry] { state.withLock { $0.entries[path] ?? [] } }
+    public func entries(path: String) -> [Entry] { log.entries { $0.path == path } }
 
     /// Answers to `path` that were 200 or 206 and not cut by a scripted fault.
     public func wholeSuccesses(path: String) -> Int { entries(path: path).count { $0.whole } }
@@ -48,7 +42,7 @@ public final class ResponseLedger: Sendable {
     /// Blocks until at least `count` requests were answered, or `timeout` passes.
     @discardableResult
     public func waitForRequests(atLeast count: Int, timeout: TimeInterval) -> Bool {
-        state.wait(timeout: timeout) { $0.requests >= count }
+        log.wait(count: count, timeout: timeout)
     }
 }
 

@@ -29,13 +29,7 @@ import Glibc
 /// XCTAssertEqual(server.requests(path: "/f").last?.headers["Range"], "bytes=0-")
 /// ```
 public final class FaultServer: Sendable {
-    public struct StartError: Error, CustomStringConvertible {
-        public let operation: String
-        public let code: Int32
-        public var description: String {
-            "FaultServer: \(operation) failed: \(String(cString: strerror(code))) (errno \(code))"
-        }
-    }
+    public typealias StartError = Acceptor.StartError
 
     /// Everything observable about the server at one instant.
     public struct Snapshot: Sendable {
@@ -58,23 +52,15 @@ public final class FaultServer: Sendable {
     /// Binds `host:port` (port 0 = ephemeral) and starts accepting immediately.
     /// `host` must be an IPv4 literal (any 127.x.y.z works on Linux) or "localhost".
     public init(host: String = "127.0.0.1", port: Int = 0, tracker: ConcurrencyTracker? = nil) throws {
-        let (fd, boundPort) = try Self.listen(host: host, port: port)
-        var pipeFDs: [Int32] = [-1, -1]
-        guard pipe(&pipeFDs) == 0 else {
-            let code = errno
-            close(fd)
-            throw StartError(operation: "pipe2", code: code)
-        }
-        for p in pipeFDs { _ = fcntl(p, F_SETFD, FD_CLOEXEC) }
+        let acceptor = try Acceptor(host: host, port: port)
         self.host = host
-        self.port = boundPort
-        self.core = Core(
-            listenFD: fd, wakeRead: pipeFDs[0], wakeWrite: pipeFDs[1],
-            hostKey: "\(host):\(boundPort)", tracker: tracker)
-        let core = self.core
-        let acceptor = Thread { core.acceptLoop() }
-        acceptor.name = "FaultServer accept \(host):\(boundPort)"
-        acceptor.start()
+        self.port = acceptor.port
+        let core = Core(acceptor: acceptor, hostKey: "\(host):\(acceptor.port)", tracker: tracker)
+        self.core = core
+        // Opening and closing connections wakes whoever waits on the server's state.
+        acceptor.start(name: "FaultServer \(host):\(acceptor.port)", changed: { core.state.update { _ in } }) {
+            core.serve(fd: $0, connectionID: $1)
+        }
     }
 
     deinit {
@@ -136,30 +122,40 @@ public final class FaultServer: Sendable {
 
     // MARK: Recording
 
-    public var allRequests: [Request] { core.state.withLock { $0.requests } }
+    /// Every request received, in arrival order (the log `allRequests`, `requests(path:)`,
+    /// `requestCount(path:)` and `waitForRequests` read).
+    public var requestLog: RequestLog<Request> { core.log }
+
+    public var allRequests: [Request] { core.log.entries }
 
     public func requests(path: String) -> [Request] {
-        core.state.withLock { $0.requests.filter { $0.path == path } }
+        core.log.entries { $0.path == path }
     }
 
     public func requestCount(path: String? = nil) -> Int {
-        core.state.withLock { s in path.map { p in s.requests.count { $0.path == p } } ?? s.requests.count }
+        core.log.count(where: Self.onPath(path))
+    }
+
+    /// A filter for requests to `path`; nil (every request) when `path` is nil.
+    private static func onPath(_ path: String?) -> (@Sendable (Request) -> Bool)? {
+        guard let path else { return nil }
+        return { (request: Request) -> Bool in request.path == path }
     }
 
     /// Requests currently between "parsed" and "response fully sent / connection closed".
     public var inFlight: Int { core.state.withLock { $0.inFlight } }
     /// Highest `inFlight` seen since start (or `resetRecording()`).
     public var maxConcurrent: Int { core.state.withLock { $0.maxConcurrent } }
-    public var connectionsAccepted: Int { core.state.withLock { $0.connectionsAccepted } }
-    public var openConnections: Int { core.state.withLock { $0.openConnections } }
+    public var connectionsAccepted: Int { core.acceptor.connectionsAccepted }
+    public var openConnections: Int { core.acceptor.openConnections }
 
-    public var snapshot: Snapshot { core.state.withLock { $0.snapshot } }
+    public var snapshot: Snapshot { core.state.withLock { core.snapshot($0) } }
 
     /// Clears recorded requests, resets `maxConcurrent` to the current `inFlight` and restarts every
     /// route's response sequence.
     public func resetRecording() {
         core.state.update { s in
-            s.requests.removeAll()
+            core.log.removeAll()
             s.maxConcurrent = s.inFlight
             for key in s.routes.keys { s.routes[key]?.served = 0 }
         }
@@ -171,16 +167,13 @@ public final class FaultServer: Sendable {
     /// connection open/close), or `timeout` passes. Returns whether it held.
     @discardableResult
     public func wait(timeout: TimeInterval = 10, until predicate: (Snapshot) -> Bool) -> Bool {
-        core.state.wait(timeout: timeout) { predicate($0.snapshot) }
+        core.state.wait(timeout: timeout) { predicate(core.snapshot($0)) }
     }
 
     /// Blocks until at least `count` requests (to `path`, or any path if nil) have been received.
     @discardableResult
     public func waitForRequests(count: Int, path: String? = nil, timeout: TimeInterval = 10) -> Bool {
-        core.state.wait(timeout: timeout) { s in
-            guard let path else { return s.requests.count >= count }
-            return s.requests.count { $0.path == path } >= count
-        }
+        core.log.wait(count: count, where: Self.onPath(path), timeout: timeout)
     }
 
     /// Blocks until at least `count` requests are in flight at once.
@@ -193,18 +186,14 @@ public final class FaultServer: Sendable {
     @discardableResult
     public func waitUntilIdle(includingConnections: Bool = false, timeout: TimeInterval = 10) -> Bool {
         core.state.wait(timeout: timeout) { s in
-            s.inFlight == 0 && (!includingConnections || s.openConnections == 0)
+            s.inFlight == 0 && (!includingConnections || core.acceptor.openConnections == 0)
         }
     }
 
     /// Async form of `waitForRequests`: blocks a dedicated thread, not the cooperative pool.
     @discardableResult
     public func waitForRequests(count: Int, path: String? = nil, timeout: TimeInterval = 10) async -> Bool {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-            Thread {
-                continuation.resume(returning: self.waitForRequests(count: count, path: path, timeout: timeout))
-            }.start()
-        }
+        await core.log.wait(count: count, where: Self.onPath(path), timeout: timeout)
     }
 
     /// Async form of `waitForInFlight`.
@@ -217,43 +206,6 @@ public final class FaultServer: Sendable {
         }
     }
 
-    // MARK: Listening socket
-
-    private static func listen(host: String, port: Int) throws -> (Int32, Int) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw StartError(operation: "socket", code: errno) }
-        func fail(_ op: String) -> StartError {
-            let code = errno
-            close(fd)
-            return StartError(operation: op, code: code)
-        }
-        var one: Int32 = 1
-        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(clamping: port)).bigEndian
-        let literal = host == "localhost" ? "127.0.0.1" : host
-        guard inet_pton(AF_INET, literal, &addr.sin_addr) == 1 else {
-            close(fd)
-            throw StartError(operation: "inet_pton(\(host))", code: EINVAL)
-        }
-        let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0 else { throw fail("bind(\(host):\(port))") }
-        guard Glibc.listen(fd, 128) == 0 else { throw fail("listen") }
-        let flags = fcntl(fd, F_GETFL)
-        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let named = withUnsafeMutablePointer(to: &actual) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        guard named == 0 else { throw fail("getsockname") }
-        return (fd, Int(UInt16(bigEndian: actual.sin_port)))
-    }
 }
 
 // MARK: - Engine
@@ -266,27 +218,10 @@ struct Route: Sendable {
 struct ServerState: Sendable {
     var routes: [String: Route] = [:]
     var fallback: FaultServer.Handler?
-    var requests: [FaultServer.Request] = []
     var inFlight = 0
     var maxConcurrent = 0
     /// The connections with a request in flight (connection id → descriptor).
     var inFlightConnections: [Int: Int32] = [:]
-    var connectionsAccepted = 0
-    var openConnections = 0
-    var nextConnectionID = 0
-    /// Live connection sockets, so `stop()` can shut them down. A connection removes its entry (under
-    /// the lock) before closing its fd, so `stop()` never touches a recycled descriptor.
-    var connectionFDs: [Int: Int32] = [:]
-    var connectionThreads: Set<UInt> = []
-    var stopRequested = false
-    var acceptorFinished = false
-    var pipesClosed = false
-
-    var snapshot: FaultServer.Snapshot {
-        FaultServer.Snapshot(
-            requests: requests, inFlight: inFlight, maxConcurrent: maxConcurrent,
-            connectionsAccepted: connectionsAccepted, openConnections: openConnections)
-    }
 }
 
 /// The part of the server the threads hold on to (so `FaultServer` itself can deinit → stop).
@@ -294,107 +229,37 @@ final class Core: Sendable {
     typealias Request = FaultServer.Request
     typealias Response = FaultServer.Response
 
-    let listenFD: Int32
-    let wakeRead: Int32
-    let wakeWrite: Int32
+    let acceptor: Acceptor
     let hostKey: String
     let tracker: FaultServer.ConcurrencyTracker?
     let state = Locked(ServerState())
-    let stopped = Atomic<Bool>(false)
+    let log = RequestLog<Request>()
 
     static let maxHeadBytes = 64 * 1024
     static let pollRDHUP: Int16 = 0x2000  // POLLRDHUP (needs _GNU_SOURCE, not imported)
 
-    init(listenFD: Int32, wakeRead: Int32, wakeWrite: Int32, hostKey: String, tracker: FaultServer.ConcurrencyTracker?) {
-        self.listenFD = listenFD
-        self.wakeRead = wakeRead
-        self.wakeWrite = wakeWrite
+    var wakeRead: Int32 { acceptor.wakeRead }
+
+    /// What the server shows at one instant: call with the state lock held (the request log and
+    /// the acceptor's counts are read under it, so the parts agree).
+    func snapshot(_ s: ServerState) -> FaultServer.Snapshot {
+        FaultServer.Snapshot(
+            requests: log.entries, inFlight: s.inFlight, maxConcurrent: s.maxConcurrent,
+            connectionsAccepted: acceptor.connectionsAccepted, openConnections: acceptor.openConnections)
+    }
+
+    init(acceptor: Acceptor, hostKey: String, tracker: FaultServer.ConcurrencyTracker?) {
+        self.acceptor = acceptor
         self.hostKey = hostKey
         self.tracker = tracker
     }
 
     // MARK: Lifecycle
 
-    func acceptLoop() {
-        loop: while !stopped.load(ordering: .acquiring) {
-            var fds = [
-                pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
-            ]
-            let rc = poll(&fds, 2, -1)
-            if rc < 0 {
-                if errno == EINTR { continue }
-                break
-            }
-            if fds[1].revents != 0 { break }
-            if fds[0].revents & Int16(POLLIN) == 0 {
-                if fds[0].revents & Int16(POLLERR | POLLHUP | POLLNVAL) != 0 { break }
-                continue
-            }
-            let fd = accept(listenFD, nil, nil)
-            if fd < 0 {
-                switch errno {
-                case EINTR, EAGAIN, ECONNABORTED, EPROTO:
-                    continue
-                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
-                    var wake = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
-                    _ = poll(&wake, 1, 20)
-                    continue
-                default:
-                    break loop
-                }
-            }
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
-            var one: Int32 = 1
-            _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            let id: Int? = state.update { s in
-                if s.stopRequested { return nil }
-                s.nextConnectionID += 1
-                s.connectionsAccepted += 1
-                s.openConnections += 1
-                s.connectionFDs[s.nextConnectionID] = fd
-                return s.nextConnectionID
-            }
-            guard let id else {
-                close(fd)
-                break
-            }
-            let thread = Thread { [self] in self.serve(fd: fd, connectionID: id) }
-            thread.name = "FaultServer \(hostKey) conn \(id)"
-            thread.start()
-        }
-        close(listenFD)
-        state.update { $0.acceptorFinished = true }
-    }
-
     @discardableResult
     func stop(timeout: TimeInterval) -> Bool {
-        stopped.store(true, ordering: .releasing)
-        let first = state.update { s -> Bool in
-            let first = !s.stopRequested
-            s.stopRequested = true
-            for fd in s.connectionFDs.values { _ = shutdown(fd, Int32(SHUT_RDWR)) }
-            return first
-        }
-        if first {
-            var byte: UInt8 = 1
-            _ = Glibc.write(wakeWrite, &byte, 1)  // stays readable: wakes every poll() in the server for good
-        }
-        let me = UInt(pthread_self())
-        let finished = state.wait(timeout: timeout) { s in
-            s.acceptorFinished && s.openConnections <= (s.connectionThreads.contains(me) ? 1 : 0)
-        }
+        let finished = acceptor.stop(timeout: timeout)
         if finished {
-            let closePipes = state.withLock { s -> Bool in
-                guard !s.pipesClosed, s.openConnections == 0 else { return false }
-                s.pipesClosed = true
-                return true
-            }
-            if closePipes {
-                close(wakeRead)
-                close(wakeWrite)
-            }
             // Drop handlers: breaks retain cycles from handlers that capture their own server.
             state.withLock { s in
                 s.routes.removeAll()
@@ -408,14 +273,13 @@ final class Core: Sendable {
 
     enum Action { case keepAlive, close, reset }
 
+    /// Serves one connection until it ends; the acceptor closes the socket afterwards.
     func serve(fd: Int32, connectionID: Int) {
-        let me = UInt(pthread_self())
-        state.withLock { _ = $0.connectionThreads.insert(me) }
         var buffer: [UInt8] = []
         var index = 0
         var action = Action.close
 
-        loop: while !stopped.load(ordering: .acquiring) {
+        loop: while !acceptor.isStopping {
             let head: [UInt8]
             switch readHead(fd: fd, buffer: &buffer) {
             case .closed:
@@ -470,18 +334,12 @@ final class Core: Sendable {
             if action != .keepAlive { break loop }
         }
 
-        state.withLock { s in
-            s.connectionFDs[connectionID] = nil
-            s.connectionThreads.remove(me)
-        }
         if action == .reset {
             var lingerOption = linger(l_onoff: 1, l_linger: 0)
             _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &lingerOption, socklen_t(MemoryLayout<linger>.size))
         } else {
             _ = shutdown(fd, Int32(SHUT_WR))
         }
-        close(fd)
-        state.update { $0.openConnections -= 1 }
     }
 
     /// Records the request, counts it in flight, and picks its handler (advancing the route's sequence).
@@ -501,7 +359,7 @@ final class Core: Sendable {
         // shared tracker already counts it.
         tracker?.begin(host: hostKey)
         return state.update { s -> FaultServer.Handler in
-            s.requests.append(request)
+            log.append(request)  // under the state lock: a test that saw it sees it in flight too
             s.inFlightConnections[request.connectionID] = fd
             s.inFlight += 1
             s.maxConcurrent = max(s.maxConcurrent, s.inFlight)
@@ -634,7 +492,7 @@ final class Core: Sendable {
     private func pause(_ seconds: TimeInterval?, fd: Int32) -> PauseResult {
         let deadline = seconds.map { ContinuousClock.now + .seconds(max(0, $0)) }
         while true {
-            if stopped.load(ordering: .acquiring) { return .stopped }
+            if acceptor.isStopping { return .stopped }
             var timeout: Int32 = -1
             if let deadline {
                 let remaining = deadline - .now
@@ -752,7 +610,7 @@ final class Core: Sendable {
 
         while r.endless || offset < payload.count {
             if let limit = r.bodyByteLimit, sent >= limit { return true }  // cut: no terminator
-            if stopped.load(ordering: .acquiring) { return false }
+            if acceptor.isStopping { return false }
             if !first, let pacing = r.pacing, pacing.delay > 0,
                pause(pacing.delay, fd: fd) != .elapsed { return false }
             first = false

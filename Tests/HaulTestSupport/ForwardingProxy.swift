@@ -34,7 +34,9 @@ import Glibc
 /// // curl --proxy \(proxy.url) \(server.url("/f"))
 /// XCTAssertEqual(proxy.requests.first?.target, server.url("/f").absoluteString)
 /// ```
-public final class ForwardingProxy: Sendable {
+/// Its log and lifecycle (`requests`, `waitForRequests`, `connectionsAccepted`, `stop`) come
+/// from `RecordingServer`.
+public final class ForwardingProxy: RecordingServer {
     /// One request head as the proxy received it, and what it did with it.
     public struct Request: Sendable, CustomStringConvertible {
         public let method: String
@@ -62,59 +64,43 @@ public final class ForwardingProxy: Sendable {
     /// `http://127.0.0.1:PORT`, the form curl's `--proxy`, `CURLOPT_PROXY` and `http_proxy` take.
     public var url: String { "http://\(host):\(port)" }
 
-    private let listener: ProxyListener
-    private let log = Locked([Request]())
+    public let acceptor: Acceptor
+    /// Every request head received, in arrival order.
+    public let requestLog = RequestLog<Request>()
 
     /// Binds 127.0.0.1:`port` (0 = a free port) and starts accepting. `requireAuthorization`
     /// (`"user:pass"`) makes the proxy answer 407 to requests without those Basic credentials.
     public init(port: Int = 0, requireAuthorization: String? = nil) throws {
-        listener = try ProxyListener(port: port)
+        let listener = try Acceptor(port: port)
+        acceptor = listener
         self.port = listener.port
         let session = Session(
-            listener: listener, log: log,
+            listener: listener, log: requestLog,
             expected: requireAuthorization.map { "Basic " + Data($0.utf8).base64EncodedString() })
         listener.start(name: "ForwardingProxy \(listener.port)") { session.serve(client: $0, connectionID: $1) }
     }
 
-    deinit { listener.stop(timeout: 5) }
-
-    /// Every request head received so far, in arrival order.
-    public var requests: [Request] { log.withLock { $0 } }
-
-    /// Blocks until at least `count` requests are logged (or `timeout` passes); returns whether they were.
-    @discardableResult
-    public func waitForRequests(count: Int, timeout: TimeInterval = 10) -> Bool {
-        log.wait(timeout: timeout) { $0.count >= count }
-    }
-
-    public var connectionsAccepted: Int { listener.state.withLock { $0.connectionsAccepted } }
-
-    /// Closes the listener and every socket, and waits (up to `timeout`) for every thread to
-    /// finish. Idempotent. Returns whether they all finished in time.
-    @discardableResult
-    public func stop(timeout: TimeInterval = 5) -> Bool { listener.stop(timeout: timeout) }
+    deinit { acceptor.stop(timeout: 5) }
 }
 
 /// What a connection thread needs (not the `ForwardingProxy` itself, so that can deinit → stop).
 private struct Session: Sendable {
-    let listener: ProxyListener
-    let log: Locked<[ForwardingProxy.Request]>
+    let listener: Acceptor
+    let log: RequestLog<ForwardingProxy.Request>
     /// The whole `Proxy-Authorization` value required, if any.
     let expected: String?
 
     func serve(client: Int32, connectionID: Int) {
-        guard let (headBytes, rest) = ProxyListener.readHead(client) else { return }
+        guard let (headBytes, rest) = Acceptor.readHead(client) else { return }
         guard let head = HeadParser.parse(headBytes) else {
-            ProxyListener.sendAll(client, Self.answer(400))
+            Acceptor.sendAll(client, Self.answer(400))
             return
         }
         func record(_ origin: (host: String, port: Int, target: String?)?, status: Int?) {
-            log.update {
-                $0.append(.init(
-                    method: head.method, target: head.target, version: head.version, headers: head.headers,
-                    originHost: origin?.host, originPort: origin?.port, originTarget: origin?.target,
-                    proxyStatus: status, connectionID: connectionID))
-            }
+            log.append(.init(
+                method: head.method, target: head.target, version: head.version, headers: head.headers,
+                originHost: origin?.host, originPort: origin?.port, originTarget: origin?.target,
+                proxyStatus: status, connectionID: connectionID))
         }
         let isConnect = head.method.uppercased() == "CONNECT"
         let parsed: (host: String, port: Int, target: String?)? = isConnect
@@ -122,29 +108,29 @@ private struct Session: Sendable {
             : Self.absoluteForm(head.target)
         guard let origin = parsed else {
             record(nil, status: 400)
-            ProxyListener.sendAll(client, Self.answer(400))
+            Acceptor.sendAll(client, Self.answer(400))
             return
         }
         if let expected, head.headers["Proxy-Authorization"] != expected {
             record(origin, status: 407)
-            ProxyListener.sendAll(client, Self.answer(407, "Proxy-Authenticate: Basic realm=\"haul-test\"\r\n"))
+            Acceptor.sendAll(client, Self.answer(407, "Proxy-Authenticate: Basic realm=\"haul-test\"\r\n"))
             return
         }
         guard case .success(let upstream) = listener.connect(host: origin.host, port: origin.port) else {
             record(origin, status: 502)
-            ProxyListener.sendAll(client, Self.answer(502))
+            Acceptor.sendAll(client, Self.answer(502))
             return
         }
         defer { listener.closeSocket(upstream.id, upstream.fd) }
         if isConnect {
             record(origin, status: 200)
-            guard ProxyListener.sendAll(client, "HTTP/1.1 200 Connection established\r\n\r\n"),
-                  ProxyListener.sendAll(upstream.fd, rest) else { return }
+            guard Acceptor.sendAll(client, "HTTP/1.1 200 Connection established\r\n\r\n"),
+                  Acceptor.sendAll(upstream.fd, rest) else { return }
             listener.relay(client, upstream.fd)
         } else {
             record(origin, status: nil)
             let forwarded = Self.originHead(head, target: origin.target ?? "/", authority: "\(origin.host):\(origin.port)")
-            guard ProxyListener.sendAll(upstream.fd, Array(forwarded.utf8) + rest) else { return }
+            guard Acceptor.sendAll(upstream.fd, Array(forwarded.utf8) + rest) else { return }
             listener.relay(client, upstream.fd, endsWith: upstream.fd)
         }
     }

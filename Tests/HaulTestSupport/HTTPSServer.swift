@@ -81,8 +81,8 @@ public final class HTTPSServer: Sendable {
     ///   - documentRoot: the folder to serve; nil serves `<folder>/www` (see `write`).
     ///   - proxies: path prefixes proxied to plain-HTTP upstreams.
     public init(documentRoot: String? = nil, proxies: [Proxy] = []) throws {
-        guard let nginxPath = Self.find("nginx") else { throw ToolMissing(tool: "nginx") }
-        guard let opensslPath = Self.find("openssl") else { throw ToolMissing(tool: "openssl") }
+        guard let nginxPath = HaulProcess.tool("nginx")?.path else { throw ToolMissing(tool: "nginx") }
+        guard let opensslPath = HaulProcess.tool("openssl")?.path else { throw ToolMissing(tool: "openssl") }
         let temp = try TempDirectory(prefix: "haul-https")
         var started: (RunningProcess, Int)?
         do {
@@ -201,13 +201,6 @@ public final class HTTPSServer: Sendable {
     }
 
     // MARK: - Setup
-
-    /// `name` in PATH, or in the sbin folders a user's PATH often lacks.
-    static func find(_ name: String) -> String? {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
-        let folders = path.split(separator: ":").map(String.init) + ["/usr/sbin", "/sbin", "/usr/local/sbin", "/usr/bin"]
-        return folders.map { $0 + "/" + name }.first { FileManager.default.isExecutableFile(atPath: $0) }
-    }
 
     /// A CA (`ca.pem`, `ca.key`) and a server certificate it signed (`server.pem`, `server.key`)
     /// for IP:127.0.0.1 and DNS:localhost, valid for two days, P-256 keys.

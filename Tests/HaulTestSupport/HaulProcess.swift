@@ -3,13 +3,18 @@ import Synchronization
 
 /// What a finished child process left behind.
 public struct ProcessResult: Sendable {
+    /// The exit status, or the number of the signal that ended the process (see `signal`).
     public let status: Int32
+    /// The signal that ended the process; nil when it exited.
+    public let signal: Int32?
     public let stdout: Data
     public let stderr: Data
     /// True when the process had to be killed because it ran past its time limit.
     public let timedOut: Bool
     /// Wall-clock seconds from launch to exit.
     public let seconds: Double
+
+    public var signalled: Bool { signal != nil }
 
     public var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
     public var stderrText: String { String(decoding: stderr, as: UTF8.self) }
@@ -23,8 +28,19 @@ public struct ProcessResult: Sendable {
     }
 }
 
-/// Runs child processes for end-to-end tests, and finds the built `haul` binary.
+/// Runs child processes for the tests (the one process runner), and finds the built `haul`
+/// binary and the tools they use.
 public enum HaulProcess {
+    /// Where a child's standard output or error goes.
+    public enum Output {
+        /// Collected into the `ProcessResult` (and `waitForOutput`).
+        case capture
+        /// A handle the caller holds (e.g. a pipe's end it has closed, or a terminal); not collected.
+        case handle(FileHandle)
+        /// A pipe the caller reads itself; not collected.
+        case pipe(Pipe)
+    }
+
     /// How to feed a child's standard input.
     public enum Input: Sendable {
         case none
@@ -69,6 +85,14 @@ public enum HaulProcess {
         return nil
     }
 
+    /// The executable `name` in PATH, or in the folders a user's PATH often lacks (sbin); nil
+    /// when there is none.
+    public static func tool(_ name: String) -> URL? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        let folders = path.split(separator: ":").map(String.init) + ["/usr/sbin", "/sbin", "/usr/local/sbin", "/usr/bin", "/bin"]
+        return folders.map { URL(fileURLWithPath: $0 + "/" + name) }.first { isExecutableFile($0.path) }
+    }
+
     static func isExecutableFile(_ path: String) -> Bool {
         var isDirectory: ObjCBool = false
         return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && !isDirectory.boolValue
@@ -100,17 +124,26 @@ public enum HaulProcess {
     /// Starts `executable` and returns at once; call `wait(timeout:)` on the result.
     public static func start(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil,
                              currentDirectory: String? = nil, input: Input = .none,
-                             stdinPipe: Pipe? = nil) throws -> RunningProcess {
+                             stdinPipe: Pipe? = nil, stdout: Output = .capture,
+                             stderr: Output = .capture) throws -> RunningProcess {
         _ = ignoreBrokenPipes
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
         process.environment = environment ?? Self.environment()
         if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory, isDirectory: true) }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
+        /// The pipe to collect `output` through (nil when it goes elsewhere), and what the child gets.
+        func connect(_ output: Output) -> (collected: Pipe?, destination: Any) {
+            switch output {
+            case .capture: let pipe = Pipe(); return (pipe, pipe)
+            case .handle(let handle): return (nil, handle)
+            case .pipe(let pipe): return (nil, pipe)
+            }
+        }
+        let (out, outDestination) = connect(stdout)
+        let (err, errDestination) = connect(stderr)
+        process.standardOutput = outDestination
+        process.standardError = errDestination
         var feed: (Pipe, Data)? = nil
         if let stdinPipe {
             process.standardInput = stdinPipe
@@ -133,8 +166,8 @@ public enum HaulProcess {
         let started = Date()
         try process.run()
         let running = RunningProcess(process: process, exited: exited, started: started)
-        running.drain(out.fileHandleForReading, into: \.stdout)
-        running.drain(err.fileHandleForReading, into: \.stderr)
+        if let out { running.drain(out.fileHandleForReading, into: \.stdout) } else { running.markStdoutClosed() }
+        if let err { running.drain(err.fileHandleForReading, into: \.stderr) }
         if let (pipe, data) = feed {
             let writer = pipe.fileHandleForWriting
             running.group.enter()
@@ -195,6 +228,10 @@ public final class RunningProcess: @unchecked Sendable {
         }
     }
 
+    func markStdoutClosed() {
+        output.withLock { $0.stdoutClosed = true }
+    }
+
     /// Waits until the child's standard output contains `marker` (true), or it closes its
     /// output or `timeout` passes first (false). Woken by each chunk of output, not by polling.
     public func waitForOutput(_ marker: String, timeout: TimeInterval) -> Bool {
@@ -221,7 +258,8 @@ public final class RunningProcess: @unchecked Sendable {
         // The pipes reach end-of-file once the child (and any grandchild holding them) is gone.
         _ = group.wait(timeout: .now() + 10)
         let collected = output.withLock { $0 }
-        return ProcessResult(status: process.terminationStatus, stdout: collected.stdout, stderr: collected.stderr,
+        let signal = process.terminationReason == .uncaughtSignal ? process.terminationStatus : nil
+        return ProcessResult(status: process.terminationStatus, signal: signal, stdout: collected.stdout, stderr: collected.stderr,
                              timedOut: timedOut, seconds: seconds)
     }
 }

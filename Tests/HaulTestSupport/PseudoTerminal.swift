@@ -47,20 +47,9 @@ public final class PseudoTerminal: Sendable {
         let slave = open(slavePath, O_RDWR | O_NOCTTY)
         guard slave >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         let handle = FileHandle(fileDescriptor: slave, closeOnDealloc: true)
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.environment = environment
-        process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory, isDirectory: true)
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = handle
-        process.standardError = handle
-        let exited = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in exited.signal() }
-        let started = Date()
-        try process.run()
+        let running = try HaulProcess.start(executable, arguments, environment: environment, currentDirectory: currentDirectory,
+                                            stdout: .handle(handle), stderr: .handle(handle))
         try handle.close()  // the child holds its own copies: reads end when it exits
-        let running = RunningProcess(process: process, exited: exited, started: started)
         let master = self.master
         let output = self.output
         running.group.enter()

@@ -29,7 +29,9 @@ import Glibc
 /// // curl --proxy socks5h://127.0.0.1:\(proxy.port) http://localhost:\(server.port)/f
 /// XCTAssertEqual(proxy.requests.first?.addressType, .domainName)
 /// ```
-public final class SOCKS5Proxy: Sendable {
+/// Its log and lifecycle (`requests`, `waitForRequests`, `connectionsAccepted`, `stop`) come
+/// from `RecordingServer`.
+public final class SOCKS5Proxy: RecordingServer {
     public enum AddressType: UInt8, Sendable {
         case ipv4 = 0x01
         case domainName = 0x03
@@ -58,83 +60,67 @@ public final class SOCKS5Proxy: Sendable {
     /// `socks5://127.0.0.1:PORT` (the client resolves names); use `socks5h://` for the proxy to resolve them.
     public var url: String { "socks5://\(host):\(port)" }
 
-    private let listener: ProxyListener
-    private let log = Locked([Request]())
+    public let acceptor: Acceptor
+    /// Every request received, in arrival order.
+    public let requestLog = RequestLog<Request>()
 
     /// Binds 127.0.0.1:`port` (0 = a free port) and starts accepting.
     public init(port: Int = 0) throws {
-        listener = try ProxyListener(port: port)
+        let listener = try Acceptor(port: port)
+        acceptor = listener
         self.port = listener.port
-        let session = SOCKSSession(listener: listener, log: log)
+        let session = SOCKSSession(listener: listener, log: requestLog)
         listener.start(name: "SOCKS5Proxy \(listener.port)") { session.serve(client: $0, connectionID: $1) }
     }
 
-    deinit { listener.stop(timeout: 5) }
-
-    /// Every request received so far, in arrival order.
-    public var requests: [Request] { log.withLock { $0 } }
-
-    /// Blocks until at least `count` requests are logged (or `timeout` passes); returns whether they were.
-    @discardableResult
-    public func waitForRequests(count: Int, timeout: TimeInterval = 10) -> Bool {
-        log.wait(timeout: timeout) { $0.count >= count }
-    }
-
-    public var connectionsAccepted: Int { listener.state.withLock { $0.connectionsAccepted } }
-
-    /// Closes the listener and every socket, and waits (up to `timeout`) for every thread to
-    /// finish. Idempotent. Returns whether they all finished in time.
-    @discardableResult
-    public func stop(timeout: TimeInterval = 5) -> Bool { listener.stop(timeout: timeout) }
+    deinit { acceptor.stop(timeout: 5) }
 }
 
 /// What a connection thread needs (not the `SOCKS5Proxy` itself, so that can deinit → stop).
 private struct SOCKSSession: Sendable {
-    let listener: ProxyListener
-    let log: Locked<[SOCKS5Proxy.Request]>
+    let listener: Acceptor
+    let log: RequestLog<SOCKS5Proxy.Request>
 
     func serve(client: Int32, connectionID: Int) {
         // Method selection: VER NMETHODS METHODS...
-        guard let greeting = ProxyListener.read(client, count: 2), greeting[0] == 5,
-              let methods = ProxyListener.read(client, count: Int(greeting[1])) else { return }
+        guard let greeting = Acceptor.read(client, count: 2), greeting[0] == 5,
+              let methods = Acceptor.read(client, count: Int(greeting[1])) else { return }
         guard methods.contains(0x00) else {
-            ProxyListener.sendAll(client, [5, 0xFF])
+            Acceptor.sendAll(client, [5, 0xFF])
             return
         }
-        guard ProxyListener.sendAll(client, [5, 0x00]),
+        guard Acceptor.sendAll(client, [5, 0x00]),
               // Request: VER CMD RSV ATYP DST.ADDR DST.PORT
-              let fixed = ProxyListener.read(client, count: 4), fixed[0] == 5 else { return }
+              let fixed = Acceptor.read(client, count: 4), fixed[0] == 5 else { return }
         let command = fixed[1]
         guard let type = SOCKS5Proxy.AddressType(rawValue: fixed[3]) else {
-            ProxyListener.sendAll(client, Self.reply(0x08))
+            Acceptor.sendAll(client, Self.reply(0x08))
             return
         }
         let host: String
         switch type {
         case .ipv4:
-            guard let a = ProxyListener.read(client, count: 4) else { return }
+            guard let a = Acceptor.read(client, count: 4) else { return }
             host = a.map { String($0) }.joined(separator: ".")
         case .domainName:
-            guard let length = ProxyListener.read(client, count: 1),
-                  let name = ProxyListener.read(client, count: Int(length[0])) else { return }
+            guard let length = Acceptor.read(client, count: 1),
+                  let name = Acceptor.read(client, count: Int(length[0])) else { return }
             host = String(decoding: name, as: UTF8.self)
         case .ipv6:
-            guard let a = ProxyListener.read(client, count: 16) else { return }
+            guard let a = Acceptor.read(client, count: 16) else { return }
             var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
             _ = inet_ntop(AF_INET6, a, &text, socklen_t(text.count))
             host = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         }
-        guard let portBytes = ProxyListener.read(client, count: 2) else { return }
+        guard let portBytes = Acceptor.read(client, count: 2) else { return }
         let port = Int(portBytes[0]) << 8 | Int(portBytes[1])
 
         func record(_ reply: UInt8) {
-            log.update {
-                $0.append(.init(command: command, addressType: type, host: host, port: port,
-                                reply: reply, connectionID: connectionID))
-            }
+            log.append(.init(command: command, addressType: type, host: host, port: port,
+                             reply: reply, connectionID: connectionID))
         }
-        guard command == 0x01 else { record(0x07); ProxyListener.sendAll(client, Self.reply(0x07)); return }
-        guard type != .ipv6 else { record(0x08); ProxyListener.sendAll(client, Self.reply(0x08)); return }
+        guard command == 0x01 else { record(0x07); Acceptor.sendAll(client, Self.reply(0x07)); return }
+        guard type != .ipv6 else { record(0x08); Acceptor.sendAll(client, Self.reply(0x08)); return }
         switch listener.connect(host: host, port: port) {
         case .failure(let failure):
             let code: UInt8 = switch failure.code {
@@ -144,11 +130,11 @@ private struct SOCKSSession: Sendable {
             default: 0x01
             }
             record(code)
-            ProxyListener.sendAll(client, Self.reply(code))
+            Acceptor.sendAll(client, Self.reply(code))
         case .success(let upstream):
             defer { listener.closeSocket(upstream.id, upstream.fd) }
             record(0x00)
-            guard ProxyListener.sendAll(client, Self.reply(0x00, boundTo: upstream.fd)) else { return }
+            guard Acceptor.sendAll(client, Self.reply(0x00, boundTo: upstream.fd)) else { return }
             listener.relay(client, upstream.fd)
         }
     }
