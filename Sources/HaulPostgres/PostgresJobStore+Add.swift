@@ -105,7 +105,7 @@ extension PostgresJobStore {
             }
             for index in chunk {
                 guard let holder = holders[batch.entries[index].key] else {
-                    throw PostgresError(message: "destination conflict without a holder", sql: nil)
+                    throw PostgresError(kind: .client, message: "destination conflict without a holder", sql: nil)
                 }
                 if holder.destination != batch.destination(index) {
                     outcomes[index] = .rejected(.destinationKeyCollision(byJob: holder.id))

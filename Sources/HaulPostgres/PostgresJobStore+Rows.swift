@@ -16,6 +16,17 @@ extension PostgresJobStore {
         static func text(_ value: String?) -> Arg { value.map(Arg.text) ?? .null }
         /// Nullable integers as a text array: bind as `$n::text[]::bigint[]`.
         static func optionalInts(_ values: [Int?]) -> Arg { .texts(values.map { $0.map(String.init) }) }
+
+        var value: PostgresValue {
+            switch self {
+            case .int(let value): return .int(value)
+            case .text(let value): return .string(value)
+            case .null: return .null
+            case .bool(let value): return .bool(value)
+            case .ints(let values): return .ints(values)
+            case .texts(let values): return .strings(values)
+            }
+        }
     }
 
     func rows(_ sql: String, _ args: [Arg] = []) throws -> PostgresRows {
@@ -24,7 +35,7 @@ extension PostgresJobStore {
 
     func one(_ sql: String, _ args: [Arg] = []) throws -> PostgresRow {
         let result = try rows(sql, args)
-        guard let row = result.first else { throw PostgresError(message: "no row returned", sql: sql) }
+        guard let row = result.first else { throw PostgresError(kind: .client, message: "no row returned", sql: sql) }
         return row
     }
 

@@ -71,9 +71,8 @@ public final class PostgresJobStore: JobStore {
 
     /// One read-only transaction on one snapshot.
     func read<T>(_ body: (_ now: Int) throws -> T) throws -> T {
-        try connection.transaction {
-            try connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            return try body(try serverNow())
+        try connection.transaction(.repeatableRead) {
+            try body(try serverNow())
         }
     }
 

@@ -34,7 +34,7 @@ extension Command {
     /// database and says what to do.
     static func explain(_ error: any Error, _ arguments: ParsedArguments) -> String {
         guard let error = error as? StoreError else { return "\(error)" }
-        return error.explained(location: databasePath(arguments), busyTimeout: (try? busyTimeout()) ?? 10)
+        return error.explained(location: StoreOpener.displayLocation(databasePath(arguments)), busyTimeout: (try? busyTimeout()) ?? 10)
     }
 
     static func requireNoPositionals(_ arguments: ParsedArguments) throws {

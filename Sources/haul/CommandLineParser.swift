@@ -21,8 +21,8 @@ struct CommandSpec {
     let options: [Option]
     var discussion: String = ""
 
-    static let dbOption = Option(names: ["--db"], value: "PATH",
-                                 help: "The queue database (default: $HAUL_DB, or ./haul.db).")
+    static let dbOption = Option(names: ["--db"], value: "PATH|URL",
+                                 help: "The queue: a SQLite file, or postgres://USER@HOST:PORT/DB for a queue shared by many machines (default: $HAUL_DB, or ./haul.db).")
     static let helpOption = Option(names: ["-h", "--help"], value: nil, help: "Show help for this command.")
 
     var allOptions: [Option] { options + [Self.dbOption, Self.helpOption] }

@@ -16,7 +16,8 @@ enum ManPage {
             "help \\-\\-man | \\-\\-version | \\-\\-help",
             ".SH DESCRIPTION",
             escape("""
-                Every URL is a job in a SQLite queue (./haul.db, or --db PATH, or $HAUL_DB), so a batch survives \
+                Every URL is a job in a SQLite queue (./haul.db, or --db PATH, or $HAUL_DB) or a PostgreSQL queue \
+                that workers on many machines share (--db postgres://USER@HOST:PORT/DB), so a batch survives \
                 crashes, kill -9 and restarts, and haul status tells from another terminal how it stands. Files are \
                 written to a hidden temp file beside the destination and moved into place only once their status, \
                 length and checksum (md5, sha1, sha256 or sha512, when given) checked out.

@@ -1,4 +1,5 @@
 import HaulCore
+import HaulPostgres
 
 /// Picks the queue's backend from `--db` / `$HAUL_DB`: a `postgres://` or `postgresql://` URL is a
 /// PostgreSQL queue shared by many machines; anything else is the path of a SQLite file.
@@ -8,8 +9,15 @@ enum StoreOpener {
         return lower.hasPrefix("postgres://") || lower.hasPrefix("postgresql://")
     }
 
+    /// The location as messages may show it: a server URL without its password.
+    static func displayLocation(_ location: String) -> String {
+        isServerURL(location) ? PostgresConnection.redacted(location) : location
+    }
+
     /// Opens the queue; `create` false refuses a SQLite file that does not exist yet.
     static func open(_ location: String, create: Bool, busyTimeout: Double) throws -> any JobStore {
-        try JobQueue(path: location, mode: create ? .createIfMissing : .mustExist, busyTimeout: busyTimeout)
+        // A PostgreSQL database is made by its administrator; haul brings its schema up to date.
+        if isServerURL(location) { return try PostgresJobStore(url: location) }
+        return try JobQueue(path: location, mode: create ? .createIfMissing : .mustExist, busyTimeout: busyTimeout)
     }
 }

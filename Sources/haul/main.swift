@@ -19,7 +19,8 @@ let topHelp = """
       --version        Show the version.
       help --man       Print the manual page (haul.1).
 
-    The queue lives in ./haul.db unless --db PATH or $HAUL_DB names another file.
+    The queue lives in ./haul.db unless --db PATH or $HAUL_DB names another file, or a
+    PostgreSQL database (postgres://USER@HOST:PORT/DB) that workers on many machines share.
     """
 
 func exitWithUsage(_ message: String, spec: CommandSpec?) -> Never {
