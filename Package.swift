@@ -6,6 +6,7 @@ let package = Package(
     products: [
         .executable(name: "haul", targets: ["haul"]),
         .library(name: "HaulCore", targets: ["HaulCore"]),
+        .library(name: "HaulPostgres", targets: ["HaulPostgres"]),
     ],
     targets: [
         .systemLibrary(
@@ -26,6 +27,12 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        .systemLibrary(
+            name: "CLibPQ",
+            path: "Sources/CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
         // Build-time tool: turns Migrations/*.sql into Swift source so the binary carries them.
         .executableTarget(name: "MigrationEmbedder", path: "Sources/MigrationEmbedder"),
         .plugin(
@@ -42,25 +49,33 @@ let package = Package(
             path: "Sources/HaulCore",
             plugins: ["EmbedMigrationsPlugin"]
         ),
+        // The PostgreSQL connection and migrations for the queue: kept out of HaulCore, which
+        // does not link libpq. Its migrations come from Migrations/postgres/.
+        .target(
+            name: "HaulPostgres",
+            dependencies: ["HaulCore", "CLibPQ"],
+            path: "Sources/HaulPostgres",
+            plugins: ["EmbedMigrationsPlugin"]
+        ),
         .executableTarget(
             name: "haul",
-            dependencies: ["HaulCore"],
+            dependencies: ["HaulCore", "HaulPostgres"],
             path: "Sources/haul"
         ),
         // Test support: the loopback HTTP fault server and helpers shared by the test targets.
         .target(
             name: "HaulTestSupport",
-            dependencies: ["HaulCore"],
+            dependencies: ["HaulCore", "HaulPostgres"],
             path: "Tests/HaulTestSupport"
         ),
         .testTarget(
             name: "HaulCoreTests",
-            dependencies: ["HaulCore", "HaulTestSupport"],
+            dependencies: ["HaulCore", "HaulPostgres", "HaulTestSupport"],
             path: "Tests/HaulCoreTests"
         ),
         .testTarget(
             name: "HaulEndToEndTests",
-            dependencies: ["haul", "HaulCore", "HaulTestSupport"],
+            dependencies: ["haul", "HaulCore", "HaulPostgres", "HaulTestSupport"],
             path: "Tests/HaulEndToEndTests"
         ),
     ],

@@ -1,0 +1,68 @@
+import HaulCore
+
+/// Brings a PostgreSQL queue's schema up to date with a list of migrations (by default the
+/// files of `Migrations/postgres/`, compiled in as `Migration.postgresEmbedded`).
+///
+/// Guarantees: one migrator at a time per database — it holds the session advisory lock
+/// `advisoryLockKey` while it reads and applies, and releases it before returning, also on
+/// error — so two processes starting at once apply each migration once; migrations run in
+/// version order, each in its own transaction together with its row in `schema_migrations`,
+/// so a failure leaves the database at a whole version. A database that records a version this
+/// binary does not know is refused (`PostgresError` of kind `.unknownMigration`) and left
+/// untouched. A migration's SQL must not hold its own BEGIN or COMMIT.
+public struct PostgresMigrator: Sendable {
+    /// The `pg_advisory_lock` key migrations hold: "haulmigr" in ASCII.
+    public static let advisoryLockKey: Int64 = 0x6861_756C_6D69_6772
+
+    public let migrations: [Migration]
+
+    public init(migrations: [Migration] = Migration.postgresEmbedded) {
+        self.migrations = migrations.sorted { $0.version < $1.version }
+    }
+
+    /// The versions recorded in the database, in order (empty for a new database).
+    public static func appliedVersions(_ connection: PostgresConnection) throws -> [(version: Int, name: String)] {
+        let exists = try connection.query("SELECT to_regclass('schema_migrations') IS NOT NULL")
+        guard exists.first?.bool(0) == true else { return [] }
+        return try connection.query("SELECT version, name FROM schema_migrations ORDER BY version").map {
+            (version: $0.int(0), name: $0.string(1))
+        }
+    }
+
+    /// Applies every pending migration. Waits while another migrator holds the lock.
+    public func migrate(_ connection: PostgresConnection) throws {
+        try connection.run("SELECT pg_advisory_lock($1::bigint)", [.int(Int(Self.advisoryLockKey))])
+        var unlocked = false
+        defer {
+            if !unlocked {
+                _ = try? connection.run("SELECT pg_advisory_unlock($1::bigint)", [.int(Int(Self.advisoryLockKey))])
+            }
+        }
+        let applied = try Self.appliedVersions(connection)
+        let known = Set(migrations.map(\.version))
+        if let unknown = applied.first(where: { !known.contains($0.version) }) {
+            throw PostgresError(kind: .unknownMigration(version: unknown.version, name: unknown.name),
+                                message: "schema migration \(unknown.version) (\(unknown.name)) is not known to this haul")
+        }
+        let done = Set(applied.map(\.version))
+        let pending = migrations.filter { !done.contains($0.version) }
+        if !pending.isEmpty {
+            try connection.execute("""
+                CREATE TABLE IF NOT EXISTS schema_migrations (
+                    version    int         PRIMARY KEY,
+                    name       text        NOT NULL,
+                    applied_at timestamptz NOT NULL DEFAULT now()
+                )
+                """)
+        }
+        for migration in pending {
+            try connection.transaction {
+                try connection.execute(migration.sql)
+                try connection.run("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                                   [.int(migration.version), .string(migration.name)])
+            }
+        }
+        unlocked = true
+        try connection.run("SELECT pg_advisory_unlock($1::bigint)", [.int(Int(Self.advisoryLockKey))])
+    }
+}

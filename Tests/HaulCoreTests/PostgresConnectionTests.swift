@@ -1,0 +1,376 @@
+import Foundation
+import HaulCore
+import HaulPostgres
+import HaulTestSupport
+import Synchronization
+import Testing
+
+/// PostgresConnection's URL redaction and parameter encoding, which need no server.
+struct PostgresURLTests {
+    @Test func redactsThePasswordOfAURI() {
+        #expect(PostgresConnection.redacted("postgres://haul:s3cret@127.0.0.1:5432/haul") == "postgres://haul@127.0.0.1:5432/haul")
+        #expect(PostgresConnection.redacted("postgresql://u:p@db.example/q?sslmode=require") == "postgresql://u@db.example/q?sslmode=require")
+        #expect(PostgresConnection.redacted("postgres://:p@host/db") == "postgres://host/db")
+        // A raw "@" in the password: everything up to the last "@" before the path goes.
+        #expect(PostgresConnection.redacted("postgres://u:p@ss@host/db") == "postgres://u@host/db")
+        #expect(PostgresConnection.redacted("postgres://u:p@host?sslmode=disable") == "postgres://u@host?sslmode=disable")
+    }
+
+    @Test func redactsAPasswordParameter() {
+        #expect(PostgresConnection.redacted("postgres://u@host/db?password=s3cret") == "postgres://u@host/db")
+        #expect(PostgresConnection.redacted("postgres://u@host/db?sslmode=require&password=s3cret&connect_timeout=5")
+            == "postgres://u@host/db?sslmode=require&connect_timeout=5")
+        #expect(PostgresConnection.redacted("host=db user=u password='s3 cret' dbname=q") == "host=db user=u dbname=q")
+        #expect(PostgresConnection.redacted("host=db password=s3cret") == "host=db")
+    }
+
+    @Test func leavesURLsWithoutAPasswordAlone() {
+        for url in ["postgres://haul@127.0.0.1:5432/haul", "postgres://host/db", "postgresql:///db?host=/tmp", "host=db dbname=q"] {
+            #expect(PostgresConnection.redacted(url) == url)
+        }
+    }
+
+    @Test func arrayLiteralsQuoteEveryElement() {
+        #expect(PostgresValue.strings(["a", "b,c", "q\"uote", "back\\slash", nil, "NULL", ""]).text
+            == #"{"a","b,c","q\"uote","back\\slash",NULL,"NULL",""}"#)
+        #expect(PostgresValue.ints([1, -2, Int.max]).text == "{1,-2,9223372036854775807}")
+        #expect(PostgresValue.strings([]).text == "{}")
+        let literals: [PostgresValue] = [5, "x", nil, true, 1.5]
+        #expect(literals == [.int(5), .string("x"), .null, .bool(true), .double(1.5)])
+    }
+}
+
+/// PostgresConnection and PostgresMigrator against a real server: the test process's throwaway
+/// cluster (PostgresCluster), one fresh database per test.
+@Suite(.enabled(if: PostgresCluster.unavailableReason == nil, Comment(rawValue: PostgresCluster.unavailableReason ?? "")))
+struct PostgresConnectionTests {
+    private func freshDatabase() throws -> String {
+        try PostgresCluster.shared().makeDatabase()
+    }
+
+    @Test func parametersRoundTrip() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        let text = "it's \"quoted\", back\\slash, $1 ; -- é 日本 🚚\nnew line\t{a,b}"
+        let rows = try connection.query("SELECT $1::bigint, $2::bigint, $3::text, $4::text, $5::boolean, $6::boolean, $7::float8, $8::float8, $9::text",
+                                        [.int(Int.min), .int(Int.max), .string(text), .null, .bool(true), .bool(false), .double(0.1), .double(-.infinity), ""])
+        #expect(rows.count == 1)
+        let row = try #require(rows.first)
+        #expect(row.int(0) == Int.min)
+        #expect(row.int(1) == Int.max)
+        #expect(row.string(2) == text)
+        #expect(row.optionalString(3) == nil)
+        #expect(row.optionalInt(3) == nil)
+        #expect(row.bool(4) == true)
+        #expect(row.bool(5) == false)
+        #expect(row.double(6) == 0.1)
+        #expect(row.double(7) == -.infinity)
+        #expect(row.string(8) == "")
+        #expect(rows.columns.count == 9)
+    }
+
+    @Test func arraysRoundTripThroughUnnest() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        let values: [String?] = ["a,b", "\"q\"", "back\\slash\\", nil, "", "NULL", "{}", " spaced ", "é🚚", "x\"y\\z,"]
+        let rows = try connection.query("SELECT x FROM unnest($1::text[]) WITH ORDINALITY AS t(x, n) ORDER BY n", [.strings(values)])
+        #expect(rows.map { $0.optionalString(0) } == values)
+        let numbers = [3, -1, 0, Int.max, Int.min]
+        let numberRows = try connection.query("SELECT x FROM unnest($1::bigint[]) WITH ORDINALITY AS t(x, n) ORDER BY n", [.ints(numbers)])
+        #expect(numberRows.map { $0.int(0) } == numbers)
+        #expect(try connection.query("SELECT cardinality($1::bigint[])", [.ints([])]).first?.int(0) == 0)
+    }
+
+    @Test func textWithANulByteIsRefusedClearly() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        let error = try #require(throws: PostgresError.self) {
+            try connection.query("SELECT $1::text", [.string("a\u{0}b")])
+        }
+        #expect(error.kind == .client)
+        #expect(error.message.contains("NUL"))
+        // The connection is still usable.
+        #expect(try connection.query("SELECT 1").first?.int(0) == 1)
+    }
+
+    @Test func runCountsAffectedRows() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        try connection.execute("CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t SELECT generate_series(1, 10)")
+        #expect(try connection.run("DELETE FROM t WHERE id > $1", [.int(7)]) == 3)
+        #expect(try connection.run("UPDATE t SET id = id WHERE id = $1", [.int(100)]) == 0)
+    }
+
+    @Test func statementsArePreparedOncePerSQLText() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        for number in 0..<50 {
+            _ = try connection.query("SELECT $1::bigint + 1", [.int(number)])
+            try connection.run("SELECT $1::text", [.string("x\(number)")])
+        }
+        let names = try connection.query("SELECT name FROM pg_prepared_statements ORDER BY name").map { $0.string(0) }
+        #expect(names == ["s1", "s2", "s3"])  // the two statements and this query
+    }
+
+    @Test func statementsDeallocatedOnTheServerArePreparedAgain() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        #expect(try connection.query("SELECT $1::bigint + 1", [.int(1)]).first?.int(0) == 2)
+        try connection.execute("DEALLOCATE ALL")
+        #expect(try connection.query("SELECT $1::bigint + 1", [.int(2)]).first?.int(0) == 3)
+        // Inside a transaction the failure aborts it; the next transaction prepares it again.
+        try connection.execute("DEALLOCATE ALL")
+        let error = try #require(throws: PostgresError.self) {
+            try connection.transaction { _ = try connection.query("SELECT $1::bigint + 1", [.int(3)]) }
+        }
+        #expect(error.sqlState == "26000")
+        #expect(try connection.transaction { try connection.query("SELECT $1::bigint + 1", [.int(4)]).first?.int(0) } == 5)
+        _ = try connection.query("SELECT $1::text", ["new"])  // a new name, not a reused one
+    }
+
+    @Test func aStatementFirstPreparedInARolledBackTransactionStillWorks() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        struct Abort: Error {}
+        #expect(throws: Abort.self) {
+            try connection.transaction {
+                _ = try connection.query("SELECT $1::bigint * 2", [.int(2)])
+                throw Abort()
+            }
+        }
+        #expect(try connection.query("SELECT $1::bigint * 2", [.int(21)]).first?.int(0) == 42)
+    }
+
+    @Test func errorsCarrySQLStateAndSQLButNotTheValues() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        let secret = "https://alice:s3cret-token@example.org/file"
+        let sql = "SELECT $1::bigint"
+        let error = try #require(throws: PostgresError.self) { try connection.query(sql, [.string(secret)]) }
+        #expect(error.sqlState == "22P02")  // invalid_text_representation
+        #expect(error.sql == sql)
+        #expect(error.kind == .server)
+        #expect(!error.description.contains("s3cret"))
+        #expect(!error.explained(location: connection.location, busyTimeout: 5).contains("s3cret"))
+        #expect(error.description.contains("bigint"))
+
+        // A unique violation: the server's DETAIL quotes the key; it is not kept.
+        try connection.execute("CREATE TABLE jobs (url text PRIMARY KEY)")
+        try connection.run("INSERT INTO jobs VALUES ($1)", [.string(secret)])
+        let duplicate = try #require(throws: PostgresError.self) {
+            try connection.run("INSERT INTO jobs VALUES ($1)", [.string(secret)])
+        }
+        #expect(duplicate.isUniqueViolation)
+        #expect(!duplicate.isRetryable)
+        #expect(!duplicate.description.contains("s3cret"))
+        #expect(!String(describing: duplicate as any Error).contains("s3cret"))
+
+        // A short value the server quotes is replaced too.
+        let short = try #require(throws: PostgresError.self) { try connection.query("SELECT $1::int", [.string("pw1")]) }
+        #expect(!short.description.contains("pw1"))
+        #expect(short.description.contains("\"***\""))
+    }
+
+    @Test func transactionRollsBackWhenItsBodyThrows() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        try connection.execute("CREATE TABLE t (id int PRIMARY KEY)")
+        struct Abort: Error {}
+        #expect(throws: Abort.self) {
+            try connection.transaction {
+                try connection.run("INSERT INTO t VALUES (1)")
+                throw Abort()
+            }
+        }
+        #expect(!connection.isInTransaction)
+        #expect(try connection.query("SELECT count(*) FROM t").first?.int(0) == 0)
+        let value = try connection.transaction {
+            try connection.run("INSERT INTO t VALUES (2)")
+            return 7
+        }
+        #expect(value == 7)
+        #expect(try connection.query("SELECT id FROM t").map { $0.int(0) } == [2])
+    }
+
+    @Test func transactionWhoseBodySwallowedAnErrorIsRolledBack() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        try connection.execute("CREATE TABLE t (id int PRIMARY KEY)")
+        let error = try #require(throws: PostgresError.self) {
+            try connection.transaction {
+                try connection.run("INSERT INTO t VALUES (1)")
+                _ = try? connection.run("INSERT INTO t VALUES (1)")
+            }
+        }
+        #expect(error.kind == .client)
+        #expect(try connection.query("SELECT count(*) FROM t").first?.int(0) == 0)
+    }
+
+    @Test func deadlockedTransactionsAreRetriedAndBothSucceed() throws {
+        let url = try freshDatabase()
+        let setup = try PostgresConnection(url: url)
+        try setup.execute("CREATE TABLE t (id int PRIMARY KEY, n int NOT NULL); INSERT INTO t VALUES (1, 0), (2, 0)")
+        let attempts = Tally()
+        let locked = [DispatchSemaphore(value: 0), DispatchSemaphore(value: 0)]
+        let finished = DispatchSemaphore(value: 0)
+        let outcomes = Mutex<[String]>([])
+        for side in 0..<2 {
+            Thread {
+                do {
+                    let connection = try PostgresConnection(url: url)
+                    try connection.execute("SET deadlock_timeout = '50ms'")
+                    var tries = 0
+                    let (first, second) = side == 0 ? (1, 2) : (2, 1)
+                    try connection.transaction {
+                        tries += 1
+                        attempts.add()
+                        try connection.run("UPDATE t SET n = n + 1 WHERE id = $1", [.int(first)])
+                        if tries == 1 {
+                            // Both hold their first row before either asks for its second: a deadlock.
+                            locked[side].signal()
+                            _ = locked[1 - side].wait(timeout: .now() + 10)
+                        }
+                        try connection.run("UPDATE t SET n = n + 1 WHERE id = $1", [.int(second)])
+                    }
+                    outcomes.withLock { $0.append("ok") }
+                } catch {
+                    outcomes.withLock { $0.append("\(error)") }
+                }
+                finished.signal()
+            }.start()
+        }
+        for _ in 0..<2 { #expect(finished.wait(timeout: .now() + 60) == .success) }
+        #expect(outcomes.withLock { $0 } == ["ok", "ok"])
+        #expect(attempts.value >= 3, "one side must have been rolled back and run again")
+        #expect(try setup.query("SELECT n FROM t ORDER BY id").map { $0.int(0) } == [2, 2])
+    }
+
+    @Test func refusedConnectionNamesTheRedactedLocationAndNoPassword() throws {
+        let url = "postgres://haul:s3cret@127.0.0.1:1/x"
+        let error = try #require(throws: PostgresError.self) { try PostgresConnection(url: url) }
+        #expect(error.kind == .connect)
+        #expect(error.isConnectionFailure)
+        let line = error.explained(location: PostgresConnection.redacted(url), busyTimeout: 5)
+        #expect(line.hasPrefix("cannot connect to the queue at postgres://haul@127.0.0.1:1/x: "))
+        #expect(line.contains("--db or HAUL_DB"))
+        #expect(!line.contains("s3cret"))
+        #expect(!error.description.contains("s3cret"))
+        #expect(!line.contains("\n"))
+
+        // A URL libpq cannot parse: its message may quote the URL; the password is taken out.
+        for bad in ["postgres://haul:s3cret@[::1/x", "postgres://haul:s3cret@127.0.0.1:port/x", "postgres://haul:s3%zzcret@127.0.0.1:1/x"] {
+            let parse = try #require(throws: PostgresError.self) { try PostgresConnection(url: bad) }
+            #expect(parse.kind == .connect)
+            #expect(!parse.description.contains("s3cret") && !parse.description.contains("s3%zzcret"), "\(parse)")
+        }
+    }
+
+    @Test func missingDatabaseIsExplained() throws {
+        let cluster = try PostgresCluster.shared()
+        let error = try #require(throws: PostgresError.self) { try PostgresConnection(url: cluster.url(database: "no_such_db")) }
+        #expect(error.kind == .connect)
+        #expect(error.explained(location: cluster.url(database: "no_such_db"), busyTimeout: 5).contains("no_such_db"))
+    }
+
+    @Test func throughputOfSmallStatements() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        try connection.execute("CREATE TABLE t (id bigint PRIMARY KEY, url text NOT NULL, size bigint)")
+        let clock = ContinuousClock.now
+        try connection.transaction {
+            for id in 0..<5_000 {
+                try connection.run("INSERT INTO t (id, url, size) VALUES ($1, $2, $3)", [.int(id), .string("https://example.org/\(id)"), id % 3 == 0 ? nil : .int(id)])
+            }
+        }
+        let inserted = ContinuousClock.now - clock
+        let read = ContinuousClock.now
+        let rows = try connection.query("SELECT id, url, size FROM t ORDER BY id")
+        let sum = rows.reduce(0) { $0 + $1.int(0) + ($1.optionalInt(2) ?? 0) }
+        let readTime = ContinuousClock.now - read
+        #expect(rows.count == 5_000)
+        #expect(sum > 0)
+        print("PostgresConnection: 5,000 single-row inserts in \(inserted), 5,000 rows read in \(readTime)")
+        #expect(inserted < .seconds(5))
+    }
+
+    // MARK: - Migrations
+
+    @Test func embeddedMigrationsApplyOnceToAFreshDatabase() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        #expect(!Migration.postgresEmbedded.isEmpty)
+        #expect(Migration.postgresEmbedded.map(\.version) == Array(1...Migration.postgresEmbedded.count))
+        try PostgresMigrator().migrate(connection)
+        try PostgresMigrator().migrate(connection)
+        let applied = try PostgresMigrator.appliedVersions(connection)
+        #expect(applied.map(\.version) == Migration.postgresEmbedded.map(\.version))
+        #expect(applied.map(\.name) == Migration.postgresEmbedded.map(\.name))
+        #expect(try connection.query("SELECT value FROM queue_settings WHERE name = 'default_host_cap'").first?.int(0) == 4)
+        // The advisory lock was released.
+        #expect(try connection.query("SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = current_database()").first?.int(0) == 0)
+    }
+
+    @Test func embeddedMigrationsEqualTheFiles() throws {
+        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Migrations/postgres")
+        let names = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".sql") }.sorted()
+        #expect(Migration.postgresEmbedded.map(\.name) == names)
+        for (migration, name) in zip(Migration.postgresEmbedded, names) {
+            #expect(Array(migration.sql.utf8) == Array(try Data(contentsOf: folder.appendingPathComponent(name))), "\(name)")
+        }
+    }
+
+    @Test func twoMigratorsAtOnceApplyEachMigrationOnce() throws {
+        let url = try freshDatabase()
+        let migrator = PostgresMigrator(migrations: [
+            Migration(version: 1, name: "0001_log.sql", sql: "CREATE TABLE log (version int NOT NULL);"),
+            Migration(version: 2, name: "0002_slow.sql", sql: "SELECT pg_sleep(0.3); INSERT INTO log VALUES (2);"),
+            Migration(version: 3, name: "0003_more.sql", sql: "INSERT INTO log VALUES (3);"),
+        ])
+        let ready = DispatchSemaphore(value: 0)
+        let go = DispatchSemaphore(value: 0)
+        let finished = DispatchSemaphore(value: 0)
+        let outcomes = Mutex<[String]>([])
+        for _ in 0..<2 {
+            Thread {
+                do {
+                    let connection = try PostgresConnection(url: url)
+                    ready.signal()
+                    go.wait()
+                    try migrator.migrate(connection)
+                    outcomes.withLock { $0.append("ok") }
+                } catch {
+                    outcomes.withLock { $0.append("\(error)") }
+                }
+                finished.signal()
+            }.start()
+        }
+        for _ in 0..<2 { #expect(ready.wait(timeout: .now() + 30) == .success) }
+        go.signal()
+        go.signal()
+        for _ in 0..<2 { #expect(finished.wait(timeout: .now() + 60) == .success) }
+        #expect(outcomes.withLock { $0 } == ["ok", "ok"])
+        let connection = try PostgresConnection(url: url)
+        #expect(try connection.query("SELECT version FROM log ORDER BY version").map { $0.int(0) } == [2, 3])
+        #expect(try PostgresMigrator.appliedVersions(connection).map(\.version) == [1, 2, 3])
+    }
+
+    @Test func unknownMigrationIsRefusedNamingItsVersionAndFile() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        try PostgresMigrator().migrate(connection)
+        try connection.run("INSERT INTO schema_migrations (version, name) VALUES (99, '0099_future.sql')")
+        let error = try #require(throws: PostgresError.self) { try PostgresMigrator().migrate(connection) }
+        #expect(error.kind == .unknownMigration(version: 99, name: "0099_future.sql"))
+        let line = error.explained(location: connection.location, busyTimeout: 5)
+        #expect(line.contains("99") && line.contains("0099_future.sql") && line.contains(connection.location))
+        #expect(try connection.query("SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = current_database()").first?.int(0) == 0)
+    }
+
+    @Test func failingMigrationLeavesTheDatabaseAtAWholeVersion() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        let migrator = PostgresMigrator(migrations: [
+            Migration(version: 1, name: "0001_a.sql", sql: "CREATE TABLE a (id int);"),
+            Migration(version: 2, name: "0002_bad.sql", sql: "CREATE TABLE b (id int); SELECT no_such_function();"),
+        ])
+        let error = try #require(throws: PostgresError.self) { try migrator.migrate(connection) }
+        #expect(error.sqlState == "42883")
+        #expect(try PostgresMigrator.appliedVersions(connection).map(\.version) == [1])
+        #expect(try connection.query("SELECT to_regclass('b') IS NULL").first?.bool(0) == true)
+        #expect(try connection.query("SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = current_database()").first?.int(0) == 0)
+    }
+}
+
+/// A counter several threads add to.
+private final class Tally: Sendable {
+    private let count = Mutex(0)
+    func add() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
+}
