@@ -251,7 +251,7 @@ extension PostgresJobStore {
         var contended = Set<Int>()
         var paused: [Int: Int] = [:]
         for row in try rows("""
-            SELECT h.id, h.wanted_by IS NOT NULL AND h.wanted_by <> $2 AND h.wanted_at >= $3 - \(Self.contentionWindow)
+            SELECT h.id, h.wanted_by IS NOT NULL AND h.wanted_by <> $2 AND h.wanted_at >= $3::bigint - \(Self.contentionWindow)
                 AND EXISTS (SELECT 1 FROM host_slots s WHERE s.host_id = h.id AND s.owner = $2 AND s.expires_at > $3),
                 h.paused_until
             FROM hosts h WHERE h.id = ANY($1::bigint[])

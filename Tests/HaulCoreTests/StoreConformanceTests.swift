@@ -1,0 +1,409 @@
+import Foundation
+import HaulCore
+import HaulPostgres
+import HaulTestSupport
+import Synchronization
+import Testing
+
+/// Every guarantee written on `JobStore` and `Exchange`, once, run against both backends: the
+/// SQLite `JobQueue` and `PostgresJobStore` (on a throwaway cluster the test support starts).
+@Suite(.serialized) struct StoreConformanceTests {
+    private func request(_ owner: String, claim: Int = 0, want: [Int: Int] = [:], lease: Int = 60_000) -> Exchange {
+        var request = Exchange(owner: owner, leaseMilliseconds: lease)
+        request.worker = String(owner.prefix { $0 != "/" })
+        request.claim = claim
+        request.wantSlots = want
+        return request
+    }
+
+    private func urls(_ host: String, _ count: Int) -> [String] {
+        (0..<count).map { "https://\(host)/\(host)-\($0)" }
+    }
+
+    // MARK: Adding
+
+    @Test(arguments: StoreKind.allCases) func addingIsIdempotentAndDestinationsStayUnique(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let store = try fixture.open()
+        let first = try fixture.add(["https://a.example/x.iso", "https://a.example/y.iso out=z.iso"], to: store)
+        guard case .added(let x) = first[0], case .added(let z) = first[1] else { Issue.record("\(first)"); return }
+        #expect(x < z, "ids follow the lines")
+        let again = try fixture.add(["https://a.example/x.iso", "https://a.example/y.iso out=z.iso"], to: store)
+        #expect(again == [.alreadyQueued(jobID: x), .alreadyQueued(jobID: z)])
+        // out= a destination another URL holds: rejected with the holder; a name from the URL: suffixed.
+        let clash = try fixture.add(["https://b.example/q out=z.iso", "https://b.example/x.iso"], to: store)
+        #expect(clash[0] == .rejected(.destinationTaken(byJob: z, url: "https://a.example/y.iso")))
+        guard case .added(let suffixed) = clash[1] else { Issue.record("\(clash)"); return }
+        #expect(try store.job(id: suffixed)?.destination == JobBatch.suffixed(fixture.directory.file("x.iso"), for: "https://b.example/x.iso"))
+        #expect(try fixture.add(["https://b.example/x.iso"], to: store) == [.alreadyQueued(jobID: suffixed)])
+        // Repeats within one batch: the first line wins.
+        let batch = try fixture.add(["https://c.example/r out=r", "https://c.example/r out=r", "https://c.example/s out=r"], to: store)
+        guard case .added(let r) = batch[0] else { Issue.record("\(batch)"); return }
+        #expect(Array(batch.dropFirst()) == [.alreadyQueued(jobID: r), .rejected(.destinationTaken(byJob: r, url: "https://c.example/r"))])
+        #expect(try store.status().counts[.queued] == 4)
+        let job = try #require(try store.job(id: x))
+        #expect(job.state == .queued && job.attempts == 0 && job.host == "a.example:443" && job.url == "https://a.example/x.iso")
+    }
+
+    @Test(arguments: StoreKind.allCases) func addingKeepsChecksumsProfilesAndPolicies(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let store = try fixture.open()
+        let profile = RequestProfile(headers: [(name: "X-Token", value: "s3cret")], userAgent: "ua/1")
+        let profileID = try store.storeProfile(profile)
+        #expect(try store.storeProfile(profile) == profileID, "one row per distinct profile")
+        #expect(try store.profile(id: profileID) == profile)
+        let resolver = DestinationResolver(directory: fixture.directory.path)
+        let sha = String(repeating: "ab", count: 32)
+        let line = try #require(try InputLine.parse(Array("https://a.example/f sha256=\(sha)".utf8), resolver: resolver))
+        let outcome = try store.add([line], maxAttempts: 3, profileID: profileID, ifExists: .rename)
+        let id = try #require(outcome.first?.jobID)
+        let job = try #require(try store.job(id: id))
+        #expect(job.checksum == "sha256=\(sha)")
+        #expect(job.profileID == profileID && job.ifExists == .rename && job.maxAttempts == 3)
+    }
+
+    // MARK: Slots and the cap
+
+    @Test(arguments: StoreKind.allCases) func liveSlotsOfAHostNeverOutnumberItsCapOverTwoConnections(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        try fixture.add(urls("a.example", 10), to: queue)
+        try queue.setHostCap(3, host: nil)
+        let other = try fixture.open()
+        let a = try fixture.hostID(queue, "a.example:443")
+
+        let mine = try queue.exchange(request("m/1/1", want: [a: 2])).grantedSlots
+        #expect(mine.map(\.index) == [0, 1])
+        let theirs = try other.exchange(request("m/2/2", want: [a: 5]))
+        #expect(theirs.grantedSlots.map(\.index) == [2], "only the cap's last slot is left")
+        #expect(theirs.caps == [a: 3])
+        #expect(try queue.liveSlots() == ["a.example:443": 3])
+        var renew = request("m/1/1")
+        renew.heldByHost = [a: 0]
+        #expect(try queue.exchange(renew).contendedHosts == [a], "the refused claimer is remembered")
+
+        var giveBack = request("m/1/1")
+        giveBack.releaseSlots = [mine[0]]
+        _ = try queue.exchange(giveBack)
+        #expect(try other.exchange(request("m/2/2", want: [a: 5])).grantedSlots.map(\.index) == [0])
+        fixture.advance(by: 60_001)
+        #expect(try other.exchange(request("m/2/2", want: [a: 1])).grantedSlots.map(\.index) == [0],
+                "expired slots are free again, the lowest index first")
+        var late = request("m/1/1")
+        late.renewSlots = [mine[1]]
+        #expect(try queue.exchange(late).lostSlots == [mine[1]], "an expired slot is not renewed")
+        #expect(try queue.liveSlots()["a.example:443"] ?? 0 <= 3)
+    }
+
+    @Test(arguments: StoreKind.allCases) func aLoweredCapRefusesTheRenewalOfSlotsBeyondIt(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        try fixture.add(["https://a.example/1"], to: queue)
+        try queue.setHostCap(4, host: nil)
+        let a = try fixture.hostID(queue, "a.example:443")
+        let slots = try queue.exchange(request("m/1/1", want: [a: 4])).grantedSlots
+        #expect(slots.count == 4)
+        try queue.setHostCap(2, host: "a.example:443")
+        var renew = request("m/1/1")
+        renew.renewSlots = slots
+        #expect(Set(try queue.exchange(renew).lostSlots.map(\.index)) == [2, 3])
+        #expect(try queue.liveSlots() == ["a.example:443": 2])
+    }
+
+    @Test(arguments: StoreKind.allCases) func aPausedHostGetsNoSlotNorClaimAndIsReported(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        try fixture.add(["https://a.example/1"], to: queue)
+        let a = try fixture.hostID(queue, "a.example:443")
+        let now = try queue.now()
+        var pause = request("m/1/1", claim: 5, want: [a: 1])
+        pause.pauses = [HostPause(host: "a.example:443", until: now + 5_000, reason: "Retry-After")]
+        let result = try queue.exchange(pause)
+        #expect(result.grantedSlots == [] && result.claimed == [], "pauses are recorded before claims and slots")
+        #expect(abs((result.pausedHosts[a] ?? 0) - (now + 5_000)) < 50)
+        #expect(try queue.status().pausedHosts.map(\.host) == ["a.example:443"])
+        let wake = try #require(result.nextWake)
+        #expect(abs(wake - (now + 5_000)) < 50, "the pause's end is when to look again")
+        fixture.advance(by: 5_001)
+        let after = try queue.exchange(request("m/1/1", claim: 5, want: [a: 1]))
+        #expect(after.grantedSlots.count == 1 && after.claimed.count == 1)
+    }
+
+    // MARK: Claims and outcomes
+
+    @Test(arguments: StoreKind.allCases) func claimsAheadCountAttemptsAndOutcomesAreFencedByToken(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        try fixture.add(urls("a.example", 10), to: queue)
+        try queue.setHostCap(2, host: nil)
+        let claimed = try queue.exchange(request("m/1/1", claim: 10)).claimed
+        #expect(claimed.count == 4, "at most twice the cap in hand per host")
+        #expect(claimed.allSatisfy { $0.job.attempts == 1 && $0.job.state == .running && $0.job.leaseOwner == "m/1/1" })
+        #expect(Set(claimed.map(\.token)).count == 4, "every lease has its own token")
+        for lease in claimed { #expect(try queue.attempts(jobID: lease.jobID).map(\.number) == [1]) }
+        let now = try queue.now()
+        var outcomes = request("m/1/1")
+        outcomes.outcomes = [
+            .done(jobID: claimed[0].jobID, token: claimed[0].token, status: 200, bytes: 5,
+                  placed: PlacedFile(path: nil, identity: FileIdentity(size: 5, modified: 1, changed: 2, inode: 3),
+                                     metadata: ResponseMetadata(etag: "\"e\"", contentType: "text/plain"))),
+            .retry(jobID: claimed[1].jobID, token: claimed[1].token, at: now + 1_000, status: 503, error: "HTTP 503",
+                   progress: Progress(jobID: claimed[1].jobID, token: claimed[1].token, receivedBytes: 3, expectedBytes: 9, etag: "\"v\"")),
+            .fail(jobID: claimed[2].jobID, token: "not-the-token", status: 404, reason: "HTTP 404"),
+            .release(jobID: claimed[3].jobID, token: claimed[3].token, reason: "interrupted: stop", progress: nil),
+        ]
+        let result = try queue.exchange(outcomes)
+        #expect(result.outcomes == [.recorded, .recorded, .stale, .recorded])
+        let done = try #require(try queue.job(id: claimed[0].jobID))
+        #expect(done.state == .done && done.receivedBytes == 5 && done.placed?.identity.inode == 3)
+        #expect(done.placed?.metadata.contentType == "text/plain" && done.placedBy == "m")
+        #expect(try queue.attempts(jobID: claimed[0].jobID).first?.status == 200)
+        let retried = try #require(try queue.job(id: claimed[1].jobID))
+        #expect(retried.state == .queued && retried.receivedBytes == 3 && retried.etag == "\"v\"" && retried.lastStatus == 503)
+        #expect(try queue.job(id: claimed[2].jobID)?.state == .running, "a wrong token moves nothing")
+        #expect(try queue.job(id: claimed[3].jobID)?.attempts == 0, "a released attempt is not counted")
+        #expect(try queue.job(id: claimed[3].jobID)?.state == .queued)
+        // Completing twice is stale.
+        var twice = request("m/1/1")
+        twice.outcomes = [.done(jobID: claimed[0].jobID, token: claimed[0].token, status: 200, bytes: 5)]
+        #expect(try queue.exchange(twice).outcomes == [.stale])
+    }
+
+    @Test(arguments: StoreKind.allCases) func aRetryWaitsForItsTimeAndTheLastAttemptGivesUp(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        let id = try #require(try fixture.add(["https://a.example/1"], to: queue, maxAttempts: 2).first?.jobID)
+        let first = try #require(try queue.exchange(request("m/1/1", claim: 1)).claimed.first)
+        let now = try queue.now()
+        var retry = request("m/1/1", claim: 1)
+        retry.outcomes = [.retry(jobID: id, token: first.token, at: now + 10_000, status: 500, error: "HTTP 500",
+                                 progress: Progress(jobID: id, token: first.token, receivedBytes: 0, expectedBytes: nil))]
+        let answer = try queue.exchange(retry)
+        #expect(answer.outcomes == [.recorded] && answer.claimed == [], "not claimable before its time")
+        #expect(abs((answer.nextWake ?? 0) - (now + 10_000)) < 50)
+        #expect(answer.unfinished.map { [$0.queued, $0.running] } == [1, 0])
+        #expect(try queue.status().waitingForRetry == 1)
+        fixture.advance(by: 10_001)
+        let second = try #require(try queue.exchange(request("m/1/1", claim: 1)).claimed.first)
+        #expect(second.jobID == id && second.job.attempts == 2)
+        var last = request("m/1/1")
+        last.outcomes = [.retry(jobID: id, token: second.token, at: 0, status: 500, error: "HTTP 500",
+                                progress: Progress(jobID: id, token: second.token, receivedBytes: 0, expectedBytes: nil))]
+        guard case .gaveUp(let reason) = try queue.exchange(last).outcomes.first else { Issue.record("did not give up"); return }
+        #expect(reason.contains("gave up after 2 attempts"))
+        let failed = try #require(try queue.job(id: id))
+        #expect(failed.state == .failed && failed.lastError == reason && failed.errorKind != nil)
+        #expect(try queue.status().topFailures.count == 1)
+    }
+
+    // MARK: Leases
+
+    @Test(arguments: StoreKind.allCases) func anExpiredLeaseReturnsTheJobAndIsNeverRenewed(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        let other = try fixture.open()
+        let id = try #require(try fixture.add(["https://a.example/1"], to: queue).first?.jobID)
+        let stale = try #require(try queue.exchange(request("m/1/1", claim: 1, lease: 1_000)).claimed.first)
+        #expect(try other.exchange(request("m/2/2", claim: 1)).claimed == [], "the lease is live")
+        fixture.advance(by: 1_001)
+        let fresh = try #require(try other.exchange(request("m/2/2", claim: 1)).claimed.first)
+        #expect(fresh.jobID == id && fresh.token != stale.token && fresh.job.attempts == 2)
+        let attempts = try other.attempts(jobID: id)
+        #expect(attempts.map(\.number) == [1, 2])
+        #expect(attempts[0].error?.contains("lease expired") == true)
+        // The stale holder: its renewal is refused and its outcomes and progress change nothing.
+        var late = request("m/1/1")
+        late.renewJobs = [JobLeaseID(jobID: id, token: stale.token)]
+        late.progress = [Progress(jobID: id, token: stale.token, receivedBytes: 999, expectedBytes: 999)]
+        late.outcomes = [.done(jobID: id, token: stale.token, status: 200, bytes: 1),
+                         .fail(jobID: id, token: stale.token, status: 404, reason: "x"),
+                         .release(jobID: id, token: stale.token, reason: "stop", progress: nil)]
+        let answer = try queue.exchange(late)
+        #expect(answer.lostJobs == [JobLeaseID(jobID: id, token: stale.token)])
+        #expect(answer.outcomes == [.stale, .stale, .stale])
+        let job = try #require(try queue.job(id: id))
+        #expect(job.state == .running && job.leaseToken == fresh.token && job.receivedBytes == 0)
+        // An expired lease is not renewed even before anyone took the job back.
+        fixture.advance(by: 60_001)
+        var renew = request("m/2/2")
+        renew.renewJobs = [JobLeaseID(jobID: id, token: fresh.token)]
+        #expect(try other.exchange(renew).lostJobs == [JobLeaseID(jobID: id, token: fresh.token)])
+    }
+
+    @Test(arguments: StoreKind.allCases) func aLeaseExpiringOnTheLastAttemptFailsTheJob(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        let id = try #require(try fixture.add(["https://a.example/1"], to: queue, maxAttempts: 1).first?.jobID)
+        _ = try queue.exchange(request("m/1/1", claim: 1, lease: 1_000))
+        fixture.advance(by: 2_000)
+        _ = try queue.exchange(request("m/2/2", claim: 1))
+        let job = try #require(try queue.job(id: id))
+        #expect(job.state == .failed && job.lastError?.contains("lease expired") == true)
+    }
+
+    @Test(arguments: StoreKind.allCases) func deadOwnersLoseTheirJobsAndSlotsAtOnce(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        try fixture.add(urls("a.example", 3), to: queue)
+        let a = try fixture.hostID(queue, "a.example:443")
+        let held = try queue.exchange(request("gone/1/1", claim: 2, want: [a: 2]))
+        #expect(held.claimed.count == 2 && held.grantedSlots.count == 2)
+        #expect(try queue.leaseOwners() == ["gone/1/1"])
+        #expect(try queue.runningJobsByOwner().map(\.jobs) == [2])
+        try queue.expireLeases(ofOwners: ["gone/1/1"])
+        #expect(try queue.liveSlots() == [:])
+        #expect(try queue.status().counts[.queued] == 3)
+        #expect(try queue.leaseOwners() == [])
+    }
+
+    // MARK: The commands' operations
+
+    @Test(arguments: StoreKind.allCases) func listCountCancelRetryRefetchAndStatus(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        let ids = try fixture.add(urls("a.example", 5) + urls("b.example:8080", 3), to: queue).compactMap(\.jobID)
+        #expect(try queue.count(JobFilter(host: "a.example")) == 5)
+        #expect(try queue.count(JobFilter(host: "b.example:8080")) == 3)
+        #expect(try queue.list(JobFilter(limit: 3, afterID: ids[1])).map(\.id) == Array(ids[2...4]))
+        var walked: [Int] = []
+        #expect(try queue.forEachJob(state: .queued, after: 0, batch: 3) { walked.append($0.id) } == 8)
+        #expect(walked == ids)
+        var destinations = 0
+        try queue.forEachJobDestination { _, _, _ in destinations += 1 }
+        #expect(destinations == 8)
+
+        #expect(try queue.cancel([ids[0], 999_999]) == [.changed, .notFound])
+        #expect(try queue.cancel([ids[0]]) == [.unchanged(.cancelled)])
+        #expect(try queue.retry([ids[0], ids[1]]) == [.changed, .unchanged(.queued)])
+        // Finish one, fail one: refetch puts a done job back, retryAllFailed the failed.
+        let claimed = try queue.exchange(request("m/1/1", claim: 2)).claimed
+        var finish = request("m/1/1")
+        finish.outcomes = [.done(jobID: claimed[0].jobID, token: claimed[0].token, status: 200, bytes: 7),
+                           .fail(jobID: claimed[1].jobID, token: claimed[1].token, status: 404, reason: "HTTP 404 for it")]
+        _ = try queue.exchange(finish)
+        let status = try queue.status()
+        #expect(status.counts[.done] == 1 && status.counts[.failed] == 1 && status.counts[.queued] == 6)
+        #expect(status.receivedBytes == 7 && status.topFailures.first?.count == 1)
+        #expect(try queue.jobs(url: claimed[0].job.url).map(\.id) == [claimed[0].jobID])
+        #expect(try queue.refetch([Refetch(jobID: claimed[0].jobID, adopt: nil, conditional: false),
+                                   Refetch(jobID: claimed[1].jobID, adopt: nil, conditional: false)]) == 1,
+                "only done jobs are fetched again")
+        #expect(try queue.retryAllFailed() == 1)
+        #expect(try queue.status().counts[.queued] == 8)
+        #expect(try queue.job(id: claimed[1].jobID)?.attempts == 0)
+    }
+
+    // MARK: Concurrent claimers
+
+    /// Four claimers on four connections and threads, 3 hosts with cap 2: every job is done once,
+    /// no job is held by two claimers at once, and the live slots of a host never exceed its cap.
+    @Test(arguments: StoreKind.allCases) func concurrentClaimersNeverShareAJobOrExceedTheCap(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let setup = try fixture.open()
+        for host in ["a.example", "b.example", "c.example"] { try fixture.add(urls(host, 60), to: setup) }
+        try setup.setHostCap(2, host: nil)
+        let stores = try (0..<4).map { _ in try fixture.open() }
+        let held = Mutex(Set<Int>())
+        let problems = Mutex([String]())
+        let doneCount = Atomic(0)
+        let slotsNow = Mutex([Int: Int]())
+        let group = DispatchGroup()
+        for (worker, store) in stores.enumerated() {
+            group.enter()
+            let box = UncheckedBox(store)
+            Thread.detachNewThread {
+                defer { group.leave() }
+                let store = box.value
+                let owner = "w\(worker)/\(worker)/1"
+                var inHand: [Lease] = []
+                var slots: [SlotLease] = []
+                var idle = 0
+                do {
+                    while idle < 50 {
+                        var ask = Exchange(owner: owner, leaseMilliseconds: 60_000)
+                        // Finish what is in hand inside the slots held, then give the slots back.
+                        var finished: [Outcome] = []
+                        var used = Set<Int>()
+                        for lease in inHand {
+                            if let slot = slots.first(where: { $0.hostID == lease.job.hostID && !used.contains($0.index * 1000 + $0.hostID) }) {
+                                used.insert(slot.index * 1000 + slot.hostID)
+                                finished.append(.done(jobID: lease.jobID, token: lease.token, status: 200, bytes: 1))
+                                _ = held.withLock { $0.remove(lease.jobID) }
+                            }
+                        }
+                        let finishedIDs = Set(finished.map(\.jobID))
+                        inHand.removeAll { finishedIDs.contains($0.jobID) }
+                        ask.outcomes = finished
+                        ask.releaseSlots = slots
+                        slotsNow.withLock { for slot in slots { $0[slot.hostID, default: 0] -= 1 } }
+                        slots = []
+                        ask.claim = inHand.isEmpty ? 6 : 0
+                        ask.heldByHost = inHand.reduce(into: [:]) { $0[$1.job.hostID, default: 0] += 1 }
+                        ask.wantSlots = ask.heldByHost.mapValues { min($0, 2) }
+                        let answer = try store.exchange(ask)
+                        if answer.outcomes.contains(where: { $0 != .recorded }) {
+                            problems.withLock { $0.append("\(owner): an outcome was refused: \(answer.outcomes)") }
+                        }
+                        doneCount.add(finished.count, ordering: .relaxed)
+                        for lease in answer.claimed {
+                            if !held.withLock({ $0.insert(lease.jobID).inserted }) {
+                                problems.withLock { $0.append("job \(lease.jobID) claimed by \(owner) while held") }
+                            }
+                        }
+                        inHand += answer.claimed
+                        slots = answer.grantedSlots
+                        slotsNow.withLock { counts in
+                            for slot in slots { counts[slot.hostID, default: 0] += 1 }
+                            for (host, count) in counts where count > 2 {
+                                problems.withLock { $0.append("host \(host) held \(count) slots at once") }
+                            }
+                        }
+                        idle = answer.claimed.isEmpty && finished.isEmpty && inHand.isEmpty ? idle + 1 : 0
+                        if answer.unfinished.map({ $0.queued + $0.running == 0 }) == true { break }
+                    }
+                } catch {
+                    problems.withLock { $0.append("\(owner): \(error)") }
+                }
+            }
+        }
+        group.wait()
+        #expect(problems.withLock { $0 } == [])
+        #expect(doneCount.load(ordering: .relaxed) == 180)
+        let status = try setup.status()
+        #expect(status.counts[.done] == 180)
+        try setup.forEachJob(state: .done) { #expect($0.attempts == 1, "job \($0.id) was claimed more than once") }
+    }
+
+    // MARK: Liveness across machines (PostgreSQL)
+
+    @Test func aSilentWorkerIsRemovedItsWorkComesBackAndItIsToldToStop() throws {
+        let fixture = try StoreFixture(.postgres)
+        let silent = try #require(try fixture.open() as? PostgresJobStore)
+        let other = try #require(try fixture.open() as? PostgresJobStore)
+        try fixture.add(urls("a.example", 3), to: silent)
+        try silent.setWorkerTimeout(milliseconds: 5_000)
+        let a = try fixture.hostID(silent, "a.example:443")
+        let held = try silent.exchange(request("far/1/1", claim: 3, want: [a: 2]))
+        #expect(held.claimed.count == 3 && held.grantedSlots.count == 2)
+        #expect(try other.workers().map(\.name) == ["far"])
+        _ = try other.exchange(request("near/2/2"))
+        #expect(Set(try other.workers().map(\.name)) == ["far", "near"])
+        // Both clocks move on; only `near` beats its heart.
+        fixture.advance(by: 3_000)
+        _ = try other.exchange(request("near/2/2"))
+        fixture.advance(by: 3_000)
+        let taken = try other.exchange(request("near/2/2", claim: 3, want: [a: 2]))
+        #expect(taken.claimed.count == 3, "the silent worker's jobs came back before their leases expired")
+        #expect(taken.grantedSlots.count == 2, "and its slots")
+        #expect(try other.workers().map(\.name) == ["near"])
+        #expect(throws: WorkerEvicted.self) { try silent.exchange(request("far/1/1", claim: 1)) }
+        #expect(try other.status().counts[.running] == 3, "the evicted worker's exchange wrote nothing")
+    }
+}
+
+/// Hands a store to the one thread that uses it. @unchecked Sendable: each box is moved to one
+/// thread and used only there.
+struct UncheckedBox<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}

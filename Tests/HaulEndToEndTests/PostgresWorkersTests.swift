@@ -1,0 +1,155 @@
+import Foundation
+import HaulCore
+import HaulPostgres
+import HaulTestSupport
+import XCTest
+
+/// `haul` on a PostgreSQL queue (`--db postgres://…`): every command, several `haul run` workers
+/// sharing one queue and one per-host cap, and a worker killed mid-run whose jobs the others finish
+/// once its heartbeat stops.
+final class PostgresWorkersTests: XCTestCase {
+    private func database() throws -> String {
+        try PostgresCluster.shared().makeDatabase()
+    }
+
+    func testEveryCommandWorksOnAPostgresQueueAndThePasswordNeverShows() throws {
+        let url = try database()
+        // Trust authentication ignores the password; it is there to be kept out of every output.
+        let withPassword = url.replacingOccurrences(of: "postgres://haul@", with: "postgres://haul:s3cret@")
+        let h = try RunHarness(self, database: withPassword)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let a = runTestData(3_000, seed: 1), b = runTestData(5_000, seed: 2)
+        server.route("/a.bin", FaultServer.file(a))
+        server.route("/b.bin", FaultServer.file(b))
+        server.route("/missing.bin", FaultServer.Response.status(404))
+        try h.add(["\(server.url("/a.bin").absoluteString)", "\(server.url("/b.bin").absoluteString)",
+                   "\(server.url("/missing.bin").absoluteString)"])
+        var outputs: [String] = []
+        XCTAssertEqual(try h.counts()["queued"], 3)
+        let list = try h.run(["list"])
+        outputs.append(list.stdoutText + list.stderrText)
+        XCTAssertEqual(list.stdoutText.split(separator: "\n").filter { $0.contains("queued") }.count, 3, list.stdoutText)
+
+        let run = try h.run(["run", "--quiet", "--worker", "w1"])
+        outputs.append(run.stdoutText + run.stderrText)
+        XCTAssertEqual(run.status, 1, "the 404 fails: \(run.stderrText)")
+        XCTAssertEqual(h.contents("a.bin"), a)
+        XCTAssertEqual(h.contents("b.bin"), b)
+        XCTAssertNil(h.contents("missing.bin"), "an error page never becomes a file")
+        XCTAssertEqual(try h.counts(), ["queued": 0, "running": 0, "done": 2, "failed": 1, "cancelled": 0])
+
+        let shown = try h.show(1)
+        XCTAssertEqual(shown["placed_by"] as? String, "w1")
+        XCTAssertEqual(shown["state"] as? String, "done")
+        let show = try h.run(["show", "1"])
+        outputs.append(show.stdoutText)
+        XCTAssertTrue(show.stdoutText.contains("placed by:    w1"), show.stdoutText)
+        let export = try h.run(["export"])
+        outputs.append(export.stdoutText)
+        let records = export.stdoutText.split(separator: "\n").compactMap { runTestJSON(String($0)) }
+        XCTAssertEqual(records.map { $0["placed_by"] as? String }, ["w1", "w1", nil])
+
+        let retry = try h.run(["retry", "3"])
+        XCTAssertEqual(retry.status, 0, retry.stderrText)
+        XCTAssertEqual(try h.counts()["queued"], 1)
+        let cancel = try h.run(["cancel", "3"])
+        XCTAssertEqual(cancel.status, 0, cancel.stderrText)
+        XCTAssertEqual(try h.counts()["cancelled"], 1)
+        let status = try h.run(["status"])
+        outputs.append(status.stdoutText + status.stderrText)
+        XCTAssertEqual(status.status, 0)
+
+        // A server that is not there: one line naming the queue, without the password.
+        let port = try PostgresCluster.shared().port
+        let missing = try HaulProcess.run(h.haul, ["status", "--db", "postgres://haul:s3cret@127.0.0.1:1/nowhere"],
+                                          currentDirectory: h.temp.path, timeout: 30)
+        outputs.append(missing.stdoutText + missing.stderrText)
+        XCTAssertEqual(missing.status, 1, missing.stderrText)
+        XCTAssertTrue(missing.stderrText.contains("postgres://haul@127.0.0.1:1/nowhere"), missing.stderrText)
+        XCTAssertNotEqual(port, 1)
+        for output in outputs { XCTAssertFalse(output.contains("s3cret"), output) }
+    }
+
+    /// Four hosts, cap 2, served with a delay so transfers overlap.
+    private func servers(_ tracker: FaultServer.ConcurrencyTracker, delay: Double) throws -> [FaultServer] {
+        let servers = try ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"].map { try FaultServer(host: $0, tracker: tracker) }
+        for server in servers {
+            let host = server.host
+            server.setFallback { request in FaultServer.Response.ok(Self.body(host, request.path)).delayed(delay) }
+        }
+        return servers
+    }
+
+    private static func body(_ host: String, _ path: String) -> Data { Data("\(host) \(path) shared\n".utf8) }
+
+    private func lines(_ servers: [FaultServer], files: Int) -> [String] {
+        servers.enumerated().flatMap { index, server in
+            (0..<files).map { "\(server.url("/f\($0)").absoluteString) out=h\(index)/f\($0)" }
+        }
+    }
+
+    private func checkFiles(_ h: RunHarness, _ servers: [FaultServer], files: Int, file: StaticString = #filePath, line: UInt = #line) {
+        for (index, server) in servers.enumerated() {
+            XCTAssertLessThanOrEqual(server.maxConcurrent, 2, "\(server.hostKey) had \(server.maxConcurrent) requests at once",
+                                     file: file, line: line)
+            for name in 0..<files where h.contents("h\(index)/f\(name)") != Self.body(server.host, "/f\(name)") {
+                XCTFail("h\(index)/f\(name) is wrong or missing", file: file, line: line)
+            }
+        }
+        XCTAssertEqual(h.tempFiles(), [], file: file, line: line)
+    }
+
+    func testThreeWorkersShareOneQueueAndTheCapOfEveryHost() throws {
+        let h = try RunHarness(self, database: try database())
+        let tracker = FaultServer.ConcurrencyTracker()
+        let servers = try servers(tracker, delay: 0.02)
+        defer { for server in servers { server.stop() } }
+        try h.add(lines(servers, files: 60))
+        let workers = try (1...3).map { try h.start(["run", "--per-host", "2", "-j", "8", "--quiet", "--worker", "w\($0)"]) }
+        let results = workers.map { $0.wait(timeout: 120) }
+        for result in results {
+            XCTAssertFalse(result.timedOut)
+            XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        }
+        checkFiles(h, servers, files: 60)
+        for server in servers { XCTAssertEqual(server.allRequests.count, 60, "\(server.hostKey): each file is fetched once") }
+        XCTAssertGreaterThanOrEqual(tracker.maxConcurrent, 4, "hosts ran in parallel")
+        XCTAssertEqual(try h.counts()["done"], 240)
+        let export = try h.run(["export"])
+        let placers = Set(export.stdoutText.split(separator: "\n").compactMap { runTestJSON(String($0))?["placed_by"] as? String })
+        XCTAssertTrue(placers.isSubset(of: ["w1", "w2", "w3"]) && placers.count >= 2, "placed by \(placers)")
+    }
+
+    func testAKilledWorkersJobsAreFinishedByTheOthersOnceItsHeartbeatStops() throws {
+        let url = try database()
+        let h = try RunHarness(self, database: url)
+        let tracker = FaultServer.ConcurrencyTracker()
+        let servers = try servers(tracker, delay: 0.1)
+        defer { for server in servers { server.stop() } }
+        try h.add(lines(servers, files: 30))
+        // Leases last 60 s (renewed every 20 s): only the heartbeat brings the killed worker's jobs back within 30 s.
+        try PostgresJobStore(url: url).setWorkerTimeout(milliseconds: 2_000)
+        let arguments = ["run", "--per-host", "2", "-j", "8", "--quiet"]
+        let victim = try h.start(arguments + ["--worker", "victim"])
+        XCTAssertTrue(tracker.waitForInFlight(atLeast: 4, timeout: 20), "the first worker never got going")
+        let others = try (1...2).map { try h.start(arguments + ["--worker", "w\($0)"]) }
+        XCTAssertTrue(RunHarness.poll(timeout: 20) {
+            ((try? PostgresJobStore(url: url).workers().count) ?? 0) == 3
+        }, "the workers never all registered")
+        kill(victim.processIdentifier, SIGKILL)
+        _ = victim.wait(timeout: 10)
+        let started = Date()
+        let results = others.map { $0.wait(timeout: 90) }
+        for result in results {
+            XCTAssertFalse(result.timedOut)
+            XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        }
+        XCTAssertLessThan(Date().timeIntervalSince(started), 30, "the victim's jobs waited for their leases")
+        checkFiles(h, servers, files: 30)
+        XCTAssertEqual(try h.counts()["done"], 120)
+        let requests = servers.map(\.allRequests.count).reduce(0, +)
+        XCTAssertLessThanOrEqual(requests - 120, 8, "a file is fetched again only for an attempt the kill cut off")
+        XCTAssertFalse(try PostgresJobStore(url: url).workers().contains { $0.name == "victim" })
+    }
+}
