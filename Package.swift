@@ -65,7 +65,7 @@ let package = Package(
         // Test support: the loopback HTTP fault server and helpers shared by the test targets.
         .target(
             name: "HaulTestSupport",
-            dependencies: ["HaulCore", "HaulPostgres"],
+            dependencies: ["HaulCore", "HaulPostgres", "CFileSync"],
             path: "Tests/HaulTestSupport"
         ),
         .testTarget(

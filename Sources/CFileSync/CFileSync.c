@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/xattr.h>
@@ -8,6 +9,10 @@
 #include "CFileSync.h"
 
 int haul_syncfs(int fd) { return syncfs(fd); }
+
+int haul_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
+}
 
 int haul_wait_for_writeback(int fd) {
     return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);

@@ -1,5 +1,6 @@
 import Foundation
 import HaulCore
+import HaulPostgres
 import HaulTestSupport
 import Synchronization
 import XCTest
@@ -10,7 +11,8 @@ import XCTest
 ///
 /// Sized by environment variables: `HAUL_CRASH_KILLS` (default 5), `HAUL_CRASH_JOBS` (default
 /// 200) and `HAUL_CRASH_SEED` (default: a fresh random seed, printed first, so any run can be
-/// repeated). The large run: `HAUL_CRASH_KILLS=100 HAUL_CRASH_JOBS=2000 swift test --filter CrashLoop`.
+/// repeated). The large run: `HAUL_CRASH_KILLS=100 HAUL_CRASH_JOBS=2000 swift test --filter CrashLoop`
+/// (both stores; `--filter CrashLoopTests/testCrashLoopKeepsEveryPromiseOnPostgres` for one).
 final class CrashLoopTests: XCTestCase {
     private static let perHost = 2
     private static let maxAttempts = 30
@@ -39,11 +41,21 @@ final class CrashLoopTests: XCTestCase {
     // MARK: The crash loop
 
     func testCrashLoopKeepsEveryPromise() throws {
+        try crashLoop(database: nil)
+    }
+
+    /// The same loop on a PostgreSQL queue (a fresh database on the test support's cluster).
+    func testCrashLoopKeepsEveryPromiseOnPostgres() throws {
+        try crashLoop(database: try PostgresCluster.shared().makeDatabase())
+    }
+
+    /// `database`: a postgres:// URL, or nil for a SQLite file in the harness's folder.
+    private func crashLoop(database: String?) throws {
         let settings = Settings.fromEnvironment()
-        print("crash loop: seed \(settings.seed) (HAUL_CRASH_SEED=\(settings.seed) repeats it), "
+        print("crash loop\(database == nil ? "" : " (PostgreSQL)"): seed \(settings.seed) (HAUL_CRASH_SEED=\(settings.seed) repeats it), "
               + "\(settings.kills) kills, \(settings.jobs) jobs")
         let began = ContinuousClock.now
-        let h = try RunHarness(self)
+        let h = try RunHarness(self, database: database)
         let tracker = FaultServer.ConcurrencyTracker()
         let servers = try Self.hosts.map { try FaultServer(host: $0, tracker: tracker) }
         defer { for server in servers { server.stop() } }
@@ -89,7 +101,7 @@ final class CrashLoopTests: XCTestCase {
         let report = try finalChecks(h, scenario: scenario, tracker: tracker, servers: servers, context: context)
         let seconds = Double((ContinuousClock.now - began).components.seconds)
         let caps = servers.map { "\($0.host) \(tracker.maxConcurrent(host: $0.hostKey))" }.joined(separator: ", ")
-        print("crash loop figures: seed \(settings.seed), kills \(kills)\(endedByItself > 0 ? " (the batch finished before kill \(kills + 1))" : ""), "
+        print("crash loop figures\(database == nil ? "" : " (PostgreSQL)"): seed \(settings.seed), kills \(kills)\(endedByItself > 0 ? " (the batch finished before kill \(kills + 1))" : ""), "
               + "jobs \(settings.jobs) (\(report.done) done, \(report.failed) failed), jobs lost \(report.lost), "
               + "corrupt/partial files at destinations \(report.corrupt), spliced files \(report.spliced), "
               + "temp files left \(report.temps), max concurrent per host [\(caps)] vs cap \(Self.perHost), "
@@ -101,11 +113,9 @@ final class CrashLoopTests: XCTestCase {
     /// is whole (placed files are checked once each, by inode).
     private func checkBetweenRuns(_ h: RunHarness, scenario: CrashScenario, watcher: inout DestinationWatcher,
                                   context: String) throws {
-        let database = try Database(path: h.db, mode: .mustExist)
-        XCTAssertEqual(try QueueInvariants.integrityCheck(database), ["ok"], context)
-        XCTAssertEqual(try QueueInvariants.counterMismatches(in: database), [], context)
-        XCTAssertEqual(try database.scalarInt("SELECT count(*) FROM jobs"), scenario.jobs.count, "\(context): jobs lost")
-        let states = try jobStates(database, out: h.out)
+        let store = try checkStore(h, context: context)
+        let states = try jobStates(store, out: h.out)
+        XCTAssertEqual(states.count, scenario.jobs.count, "\(context): jobs lost")
         for problem in watcher.check(states: states) { XCTFail("\(context): \(problem)") }
     }
 
@@ -117,12 +127,10 @@ final class CrashLoopTests: XCTestCase {
     private func finalChecks(_ h: RunHarness, scenario: CrashScenario, tracker: FaultServer.ConcurrencyTracker,
                              servers: [FaultServer], context: String) throws -> Report {
         var report = Report()
-        let database = try Database(path: h.db, mode: .mustExist)
-        XCTAssertEqual(try QueueInvariants.integrityCheck(database), ["ok"], context)
-        XCTAssertEqual(try QueueInvariants.counterMismatches(in: database), [], context)
+        let store = try checkStore(h, context: context)
 
         // No job lost: each one queued is there, done or failed with a reason.
-        let states = try jobStates(database, out: h.out)
+        let states = try jobStates(store, out: h.out)
         report.lost = scenario.jobs.count - states.count
         XCTAssertEqual(states.count, scenario.jobs.count, "\(context): jobs lost")
         for job in scenario.jobs {
@@ -146,13 +154,14 @@ final class CrashLoopTests: XCTestCase {
         }
         // No destination held a file before the run, so no job may end "kept": a kill between a
         // file's move into place and its record must not make haul take its own file for the user's.
-        let kept = try database.scalarInt("SELECT count(*) FROM jobs WHERE kept = 1")
+        let kept = states.values.filter(\.kept).count
         XCTAssertEqual(kept, 0, "\(context): \(kept) jobs took haul's own file for one already there")
-        // The attempts table agrees: no job has more attempt records than its maximum.
-        let overused = try database.rows("""
-            SELECT j.id, count(a.id), j.max_attempts FROM jobs j JOIN attempts a ON a.job_id = j.id
-            GROUP BY j.id HAVING count(a.id) > j.max_attempts
-            """) { "job \($0.int(0)): \($0.int(1)) attempts recorded, at most \($0.int(2)) allowed" }
+        // The attempts recorded agree: no job has more attempt records than its maximum.
+        var overused: [String] = []
+        for state in states.values {
+            let recorded = try store.attempts(jobID: state.id).count
+            if recorded > state.maxAttempts { overused.append("job \(state.id): \(recorded) attempts recorded, at most \(state.maxAttempts) allowed") }
+        }
         XCTAssertEqual(overused, [], context)
 
         // Destinations: done files byte-identical to what the server served, nothing for a 404.
@@ -232,8 +241,7 @@ final class CrashLoopTests: XCTestCase {
               + "max concurrent per host \(servers.map { tracker.maxConcurrent(host: $0.hostKey) }) vs cap \(Self.perHost)")
         XCTAssertEqual(finishedBy[0].intersection(finishedBy[1]), [], "\(context): a job was finished by both runs")
 
-        let database = try Database(path: h.db, mode: .mustExist)
-        let states = try jobStates(database, out: h.out)
+        let states = try jobStates(try JobQueue(path: h.db, mode: .mustExist), out: h.out)
         let doneIDs = Set(states.values.filter { $0.state == "done" }.map(\.id))
         XCTAssertEqual(finishedBy[0].union(finishedBy[1]), doneIDs, "\(context): the runs' done events and the queue disagree")
         for job in scenario.jobs {
@@ -328,18 +336,27 @@ final class CrashLoopTests: XCTestCase {
         var attempts: Int
         var maxAttempts: Int
         var error: String?
+        var kept = false
+    }
+
+    /// The queue at `h.db`, through the port; a SQLite file is first checked whole (integrity,
+    /// and its counters against its rows).
+    private func checkStore(_ h: RunHarness, context: String) throws -> any JobStore {
+        if h.db.hasPrefix("postgres://") { return try PostgresJobStore(url: h.db) }
+        let database = try Database(path: h.db, mode: .mustExist)
+        XCTAssertEqual(try QueueInvariants.integrityCheck(database), ["ok"], context)
+        XCTAssertEqual(try QueueInvariants.counterMismatches(in: database), [], context)
+        return try JobQueue(path: h.db, mode: .mustExist)
     }
 
     /// Every job's row, keyed by its destination relative to `out`.
-    private func jobStates(_ database: Database, out: String) throws -> [String: JobRow] {
+    private func jobStates(_ store: any JobStore, out: String) throws -> [String: JobRow] {
         var rows: [String: JobRow] = [:]
-        for (destination, row) in try database.rows(
-            "SELECT destination, id, state, attempts, max_attempts, last_error FROM jobs", [], {
-                ($0.string(0), JobRow(id: $0.int(1), state: $0.string(2), attempts: $0.int(3), maxAttempts: $0.int(4),
-                                      error: $0.optionalString(5)))
-            }) {
+        try store.forEachJob(state: nil) { job in
+            let destination = job.destination
             let name = destination.hasPrefix(out + "/") ? String(destination.dropFirst(out.count + 1)) : destination
-            rows[name] = row
+            rows[name] = JobRow(id: job.id, state: job.state.rawValue, attempts: job.attempts, maxAttempts: job.maxAttempts,
+                                error: job.lastError, kept: job.kept)
         }
         return rows
     }

@@ -1,3 +1,4 @@
+import CFileSync
 import Foundation
 import HaulPostgres
 
@@ -224,6 +225,9 @@ public final class PostgresCluster: Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of the test process: the server counts inherited descriptors against its
+        // own (a test process with a thousand sockets open leaves it none).
+        haul_spawn_close_from(&actions, 3)
         // The programs must start in a folder their user may enter: GNU env changes to it first
         // (posix_spawn_file_actions_addchdir_np is not visible to Swift here).
         let command = ["/usr/bin/env", "-C", folder] + arguments

@@ -2,6 +2,12 @@
 #ifndef HAUL_CFILESYNC_H
 #define HAUL_CFILESYNC_H
 
+#include <spawn.h>
+
+/// posix_spawn_file_actions_addclosefrom_np (glibc 2.34): the child closes every descriptor from
+/// `lowest` up, so it inherits only what the other file actions give it. Returns 0 or an errno.
+int haul_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest);
+
 /// syncfs(2): writes every dirty page and inode of the file system holding `fd` to the device
 /// and waits for it. Returns 0, or -1 with errno set (errors are reported since Linux 5.8).
 int haul_syncfs(int fd);
