@@ -116,12 +116,14 @@ CREATE TABLE host_slots (
 CREATE INDEX host_slots_by_owner ON host_slots (owner);
 
 -- Every worker (one `haul run` on one machine) registers here and beats its heart with its
--- exchanges. One whose heartbeat stopped for worker_timeout_ms is removed by the next worker that
--- looks, and its jobs and slots come back then (not only when each lease expires); a worker that
--- finds its registration gone stops taking work.
+-- exchanges. One whose heartbeat stopped for worker_timeout_ms while it held jobs or slots is
+-- evicted by the next worker that looks, and its jobs and slots come back then (not only when
+-- each lease expires); a worker that finds itself evicted stops taking work. A silent worker that
+-- held nothing is only forgotten (it registers again when it next speaks).
 CREATE TABLE workers (
     owner        text   PRIMARY KEY,              -- LeaseOwner: machine/pid/start time
     name         text   NOT NULL,                 -- the machine, or --worker's name
     started_at   bigint NOT NULL,
-    heartbeat_at bigint NOT NULL
+    heartbeat_at bigint NOT NULL,
+    evicted_at   bigint                           -- set when its work was taken back
 ) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.0, autovacuum_vacuum_threshold = 1000);

@@ -4,8 +4,10 @@ import HaulCore
 /// transaction (see `Exchange` for the guarantees), with the worker's heartbeat.
 extension PostgresJobStore {
     public func exchange(_ request: Exchange) throws -> ExchangeResult {
-        try write { now in
-            try heartbeat(owner: request.owner, name: request.worker, now: now)
+        // The heartbeat commits on its own, first: an exchange waiting on another worker's locks
+        // does not make this worker look silent, and an evicted worker writes nothing.
+        try write { now in try heartbeat(owner: request.owner, name: request.worker, now: now) }
+        return try write { now in
             var result = ExchangeResult()
             // Renewals first: a lease that lapsed is not renewed, and its outcome below is then
             // judged under whoever holds the job now.
@@ -46,7 +48,8 @@ extension PostgresJobStore {
     // MARK: Workers
 
     /// Registers `owner` on its first exchange; later, about once a second, moves its heartbeat,
-    /// and throws `WorkerEvicted` when its registration was removed meanwhile.
+    /// and throws `WorkerEvicted` when another worker took its work back meanwhile. A worker
+    /// forgotten while it held nothing registers again.
     func heartbeat(owner: String, name: String, now: Int) throws {
         if registeredOwner != owner {
             let name = name.isEmpty ? owner : name
@@ -59,21 +62,36 @@ extension PostgresJobStore {
             return
         }
         guard now - lastHeartbeat >= Self.heartbeatInterval else { return }
-        guard try run("UPDATE workers SET heartbeat_at = $2 WHERE owner = $1", [.text(owner), .int(now)]) == 1 else {
-            throw WorkerEvicted(owner: owner)
+        let beat = try rows("UPDATE workers SET heartbeat_at = $2 WHERE owner = $1 RETURNING evicted_at", [.text(owner), .int(now)])
+        if beat.first?.optionalInt(0) != nil { throw WorkerEvicted(owner: owner) }
+        if beat.isEmpty {
+            registeredOwner = nil
+            try heartbeat(owner: owner, name: name, now: now)
         }
         lastHeartbeat = now
     }
 
-    /// Removes workers silent for longer than the queue's worker timeout, ending their leases and
-    /// slots now; then returns every running job whose lease expired to the queue (or fails it,
-    /// when it has used all its attempts).
+    /// Evicts workers silent for longer than the queue's worker timeout that hold jobs or slots,
+    /// ending their leases and slots now, and forgets silent ones that hold nothing; then returns
+    /// every running job whose lease expired to the queue (or fails it, when it has used all its
+    /// attempts).
     func sweep(now: Int) throws {
+        let timeout = "(SELECT value FROM queue_settings WHERE name = 'worker_timeout_ms')"
+        let holding = """
+            (EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.owner)
+             OR EXISTS (SELECT 1 FROM host_slots s WHERE s.owner = w.owner))
+            """
         let gone = try rows("""
-            DELETE FROM workers
-            WHERE heartbeat_at < $1 - (SELECT value FROM queue_settings WHERE name = 'worker_timeout_ms')
-            RETURNING owner
+            UPDATE workers w SET evicted_at = $1
+            WHERE w.evicted_at IS NULL AND w.heartbeat_at < $1 - \(timeout) AND \(holding)
+            RETURNING w.owner
             """, [.int(now)]).map { $0.string(0) }
+        // Silent and holding nothing: forgotten. Evicted a day ago: its record is no longer needed.
+        try run("""
+            DELETE FROM workers w
+            WHERE (w.evicted_at IS NULL AND w.heartbeat_at < $1 - \(timeout) AND NOT \(holding))
+                OR w.evicted_at < $1 - 86400000
+            """, [.int(now)])
         if !gone.isEmpty {
             try run("UPDATE jobs SET lease_expires_at = $1 WHERE state = 'running' AND lease_owner = ANY($2::text[])",
                     [.int(now), .texts(gone)])

@@ -22,7 +22,8 @@ import HaulCore
 ///
 /// Not thread-safe: one store owns one connection and belongs to one thread at a time.
 public final class PostgresJobStore: JobStore {
-    let connection: PostgresConnection
+    private(set) var connection: PostgresConnection
+    let url: String
     /// Milliseconds added to the server's clock: lets tests move time. 0 in use.
     public var clockOffset = 0
     /// The server's clock less this machine's, from the last transaction (ms).
@@ -39,8 +40,31 @@ public final class PostgresJobStore: JobStore {
     /// Connects to `url` (`postgres://USER@HOST:PORT/DB`, or any libpq connection string; a
     /// password from the URL, `PGPASSWORD` or `~/.pgpass`) and brings the schema up to date.
     public init(url: String) throws {
+        self.url = url
         connection = try PostgresConnection(url: url)
         try PostgresMigrator().migrate(connection)
+        try limitIdleTransactions()
+    }
+
+    /// A worker stopped in the middle of a transaction (SIGSTOP, a machine that froze) would hold
+    /// its row locks, and every other worker would wait on them: the server ends such a session
+    /// after a quarter of the worker timeout, so the others go on and, once the timeout passes,
+    /// take its work back.
+    private func limitIdleTransactions() throws {
+        let timeout = try one("SELECT value FROM queue_settings WHERE name = 'worker_timeout_ms'").int(0)
+        try connection.execute("SET idle_in_transaction_session_timeout = \(max(100, timeout / 4))")
+    }
+
+    /// Runs `body`, and once more on a new connection when the server ended the old one (it was
+    /// idle in a transaction too long, or restarted).
+    func reconnecting<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as PostgresError where error.isConnectionFailure && !connection.isConnected {
+            connection = try PostgresConnection(url: url)
+            try limitIdleTransactions()
+            return try body()
+        }
     }
 
     public var location: String { connection.location }
@@ -62,17 +86,21 @@ public final class PostgresJobStore: JobStore {
 
     /// One write transaction with the server's time at its start.
     func write<T>(_ body: (_ now: Int) throws -> T) throws -> T {
-        try connection.transaction {
-            let now = try serverNow()
-            skew = now - (Self.localNow() + clockOffset)
-            return try body(now)
+        try reconnecting {
+            try connection.transaction {
+                let now = try serverNow()
+                skew = now - (Self.localNow() + clockOffset)
+                return try body(now)
+            }
         }
     }
 
     /// One read-only transaction on one snapshot.
     func read<T>(_ body: (_ now: Int) throws -> T) throws -> T {
-        try connection.transaction(.repeatableRead) {
-            try body(try serverNow())
+        try reconnecting {
+            try connection.transaction(.repeatableRead) {
+                try body(try serverNow())
+            }
         }
     }
 
@@ -82,24 +110,10 @@ public final class PostgresJobStore: JobStore {
         try run("UPDATE queue_settings SET value = $1 WHERE name = 'worker_timeout_ms'", [.int(milliseconds)])
     }
 
-    /// Workers registered, with their names and last heartbeats (server ms).
+    /// Workers registered and not evicted, with their names and last heartbeats (server ms).
     public func workers() throws -> [(owner: String, name: String, heartbeatAt: Int)] {
-        try rows("SELECT owner, name, heartbeat_at FROM workers ORDER BY owner").map {
+        try rows("SELECT owner, name, heartbeat_at FROM workers WHERE evicted_at IS NULL ORDER BY owner").map {
             (owner: $0.string(0), name: $0.string(1), heartbeatAt: $0.int(2))
         }
-    }
-}
-
-/// A worker's registration was removed by another worker, because its heartbeat was late by more
-/// than the queue's worker timeout: its jobs and slots went back to the queue, so it must stop.
-///
-/// Guarantees: thrown by an exchange before anything of that exchange is written.
-public struct WorkerEvicted: Error, StoreError, CustomStringConvertible {
-    public let owner: String
-    public var description: String {
-        "this worker (\(owner)) was taken off the queue by the others: its heartbeat was late by more than the queue's worker timeout, so its jobs went back to the queue; run haul again to rejoin"
-    }
-    public func explained(location: String, busyTimeout: Double) -> String {
-        "\(description) (queue \(location))"
     }
 }

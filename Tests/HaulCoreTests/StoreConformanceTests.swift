@@ -380,6 +380,7 @@ import Testing
         let fixture = try StoreFixture(.postgres)
         let silent = try #require(try fixture.open() as? PostgresJobStore)
         let other = try #require(try fixture.open() as? PostgresJobStore)
+        let idle = try #require(try fixture.open() as? PostgresJobStore)
         try fixture.add(urls("a.example", 3), to: silent)
         try silent.setWorkerTimeout(milliseconds: 5_000)
         let a = try fixture.hostID(silent, "a.example:443")
@@ -387,7 +388,8 @@ import Testing
         #expect(held.claimed.count == 3 && held.grantedSlots.count == 2)
         #expect(try other.workers().map(\.name) == ["far"])
         _ = try other.exchange(request("near/2/2"))
-        #expect(Set(try other.workers().map(\.name)) == ["far", "near"])
+        _ = try idle.exchange(request("idle/3/3"))
+        #expect(Set(try other.workers().map(\.name)) == ["far", "near", "idle"])
         // Both clocks move on; only `near` beats its heart.
         fixture.advance(by: 3_000)
         _ = try other.exchange(request("near/2/2"))
@@ -398,6 +400,9 @@ import Testing
         #expect(try other.workers().map(\.name) == ["near"])
         #expect(throws: WorkerEvicted.self) { try silent.exchange(request("far/1/1", claim: 1)) }
         #expect(try other.status().counts[.running] == 3, "the evicted worker's exchange wrote nothing")
+        // A silent worker that held nothing was only forgotten: it speaks again without harm.
+        #expect(throws: Never.self) { try idle.exchange(request("idle/3/3")) }
+        #expect(Set(try other.workers().map(\.name)) == ["near", "idle"])
     }
 }
 

@@ -60,6 +60,26 @@ final class PostgresWorkersTests: XCTestCase {
         outputs.append(status.stdoutText + status.stderrText)
         XCTAssertEqual(status.status, 0)
 
+        // verify finds a placed file changed; --fix queues it again; get fetches it (and a new URL).
+        try Data("changed".utf8).write(to: URL(fileURLWithPath: h.out + "/a.bin"))
+        let verify = try h.run(["verify", "--fix"])
+        outputs.append(verify.stdoutText + verify.stderrText)
+        XCTAssertEqual(verify.status, 1, "a changed file is reported: \(verify.stdoutText) \(verify.stderrText)")
+        XCTAssertEqual(try h.counts()["queued"], 1)
+        let c = runTestData(2_000, seed: 3)
+        server.route("/c.bin", FaultServer.file(c))
+        let get = try h.run(["get", server.url("/c.bin").absoluteString, "-d", h.out, "--quiet", "--worker", "w2"])
+        outputs.append(get.stdoutText + get.stderrText)
+        XCTAssertEqual(get.status, 0, get.stderrText)
+        XCTAssertEqual(h.contents("a.bin"), a, "verify --fix fetched it again")
+        XCTAssertEqual(h.contents("c.bin"), c)
+        XCTAssertEqual(try h.show(4)["placed_by"] as? String, "w2")
+        // refresh asks the server whether the files changed: they did not (the same bytes come back).
+        let refresh = try h.run(["refresh", "1", "2"])
+        outputs.append(refresh.stdoutText + refresh.stderrText)
+        XCTAssertEqual(refresh.status, 0, refresh.stderrText)
+        XCTAssertEqual(h.contents("b.bin"), b)
+
         // A server that is not there: one line naming the queue, without the password.
         let port = try PostgresCluster.shared().port
         let missing = try HaulProcess.run(h.haul, ["status", "--db", "postgres://haul:s3cret@127.0.0.1:1/nowhere"],
@@ -151,5 +171,40 @@ final class PostgresWorkersTests: XCTestCase {
         let requests = servers.map(\.allRequests.count).reduce(0, +)
         XCTAssertLessThanOrEqual(requests - 120, 8, "a file is fetched again only for an attempt the kill cut off")
         XCTAssertFalse(try PostgresJobStore(url: url).workers().contains { $0.name == "victim" })
+    }
+
+    /// A worker stopped (SIGSTOP) past the worker timeout is taken off the queue: the other worker
+    /// finishes its jobs, and once it runs again it learns it was taken off and stops (exit 1)
+    /// instead of taking more work; every file is whole.
+    func testAStalledWorkerIsTakenOffAndStopsWhenItWakes() throws {
+        let url = try database()
+        let h = try RunHarness(self, database: url)
+        let tracker = FaultServer.ConcurrencyTracker()
+        let servers = try servers(tracker, delay: 0.1)
+        defer { for server in servers { server.stop() } }
+        try h.add(lines(servers, files: 20))
+        try PostgresJobStore(url: url).setWorkerTimeout(milliseconds: 2_000)
+        let arguments = ["run", "--per-host", "2", "-j", "8", "--quiet"]
+        let stalled = try h.start(arguments + ["--worker", "stalled"])
+        XCTAssertTrue(tracker.waitForInFlight(atLeast: 4, timeout: 20), "the first worker never got going")
+        kill(stalled.processIdentifier, SIGSTOP)
+        let other = try h.start(arguments + ["--worker", "w1"])
+        XCTAssertTrue(RunHarness.poll(timeout: 20) {
+            let names = (try? PostgresJobStore(url: url).workers().map(\.name)) ?? []
+            return names == ["w1"]
+        }, "the stalled worker was never taken off")
+        let takenOff = Date()
+        kill(stalled.processIdentifier, SIGCONT)
+        let woken = stalled.wait(timeout: 30)
+        print("stalled worker: woken and stopped \(Date().timeIntervalSince(takenOff)) s after it was taken off")
+        XCTAssertFalse(woken.timedOut)
+        XCTAssertEqual(woken.status, 1, woken.stderrText)
+        XCTAssertTrue(woken.stderrText.contains("taken off the queue"), woken.stderrText)
+        let finished = other.wait(timeout: 90)
+        print("stalled worker: the other finished \(Date().timeIntervalSince(takenOff)) s after")
+        XCTAssertFalse(finished.timedOut)
+        XCTAssertEqual(finished.status, 0, finished.stderrText)
+        checkFiles(h, servers, files: 20)
+        XCTAssertEqual(try h.counts()["done"], 80)
     }
 }

@@ -436,7 +436,8 @@ private final class Runner: @unchecked Sendable {
                     self.process(.exchanged(answer.result))
                 case .failure(let error):
                     self.failedExchanges += 1
-                    if !self.exchangedOnce || self.failedExchanges >= Self.failedExchangeLimit {
+                    // Taken off a shared queue: its jobs are the queue's again, so it must stop at once.
+                    if !self.exchangedOnce || self.failedExchanges >= Self.failedExchangeLimit || error is WorkerEvicted {
                         self.abort(error)
                     } else {
                         self.process(.exchangeFailed(String(describing: error)))
