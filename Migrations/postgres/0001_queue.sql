@@ -4,9 +4,10 @@
 --
 -- No trigger-kept counter rows: every claim and completion would queue on them. Counts come from
 -- the tables themselves (the partial indexes below hold the few rows the hot paths look at).
--- The hot tables leave room in their pages (fillfactor) so that claims, renewals, progress and
--- completions, which change no indexed column but state, stay heap-only where they can, and their
--- autovacuum runs early and without pauses.
+-- The hot tables leave room in their pages (fillfactor) so that progress writes (four columns no
+-- index holds) stay heap-only, and their autovacuum runs early and without pauses. Claims,
+-- renewals and completions change indexed columns (state, lease_expires_at: the partial indexes'
+-- own), so each of those writes index entries too.
 
 CREATE TABLE queue_settings (
     name  text   PRIMARY KEY,
@@ -19,7 +20,8 @@ INSERT INTO queue_settings (name, value) VALUES
 
 CREATE TABLE hosts (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    host          text   NOT NULL UNIQUE,          -- lower-cased host:port
+    host          text   COLLATE "C" NOT NULL UNIQUE,  -- lower-cased host:port; byte order, so
+                                                        -- "host:" <= h < "host;" finds every port
     paused_until  bigint NOT NULL DEFAULT 0,       -- e.g. from Retry-After; shared by every worker
     pause_reason  text,
     cap           integer,                         -- NULL: queue_settings' default_host_cap
@@ -114,6 +116,18 @@ CREATE TABLE host_slots (
     PRIMARY KEY (host_id, slot)
 ) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.0, autovacuum_vacuum_threshold = 1000);
 CREATE INDEX host_slots_by_owner ON host_slots (owner);
+
+-- The jobs per state, counted at most every few seconds by one worker (under an advisory lock)
+-- for the runs' displays: counting reads every job, which no worker should do every second.
+-- `haul status` counts afresh.
+CREATE TABLE state_counts (
+    state          text   PRIMARY KEY,
+    jobs           bigint NOT NULL,
+    expected_bytes bigint NOT NULL,
+    received_bytes bigint NOT NULL,
+    unknown_size   bigint NOT NULL,
+    counted_at     bigint NOT NULL
+);
 
 -- Every worker (one `haul run` on one machine) registers here and beats its heart with its
 -- exchanges. One whose heartbeat stopped for worker_timeout_ms while it held jobs or slots is

@@ -155,16 +155,44 @@ extension PostgresJobStore {
         }
     }
 
+    static let countByState = """
+        SELECT state, count(*), coalesce(sum(expected_bytes), 0), coalesce(sum(received_bytes), 0),
+            count(*) FILTER (WHERE expected_bytes IS NULL)
+        FROM jobs GROUP BY state
+        """
+
     /// One snapshot of the queue. The counts come from the jobs table itself (no counter rows
     /// for claims and completions to queue on): one pass over it.
     public func status() throws -> QueueStatus {
-        try read { now in
+        try read { now in try snapshot(now: now, counts: try rows(Self.countByState)) }
+    }
+
+    /// How old the counts of `recentStatus` may be, in ms.
+    static let recentCountsAge = 2000
+    /// The advisory lock of the worker counting for `state_counts` ("haulcnts").
+    static let countingLock = 0x6861_756C_636E_7473
+
+    /// `status()` with counts at most `recentCountsAge` old: one worker at a time counts afresh
+    /// (the others read what it counted), so the jobs are read about once per interval over all
+    /// workers, not once a second by each.
+    public func recentStatus() throws -> QueueStatus {
+        try write { now in
+            let counted = try one("SELECT min(counted_at) FROM state_counts").optionalInt(0)
+            if counted.map({ now - $0 > Self.recentCountsAge }) ?? true,
+               try one("SELECT pg_try_advisory_xact_lock($1)", [.int(Self.countingLock)]).bool(0) {
+                try run("DELETE FROM state_counts")
+                try run("INSERT INTO state_counts SELECT *, $1::bigint FROM (\(Self.countByState)) AS c", [.int(now)])
+            }
+            return try snapshot(now: now, counts: try rows(
+                "SELECT state, jobs, expected_bytes, received_bytes, unknown_size FROM state_counts"))
+        }
+    }
+
+    /// The rest of a snapshot beside `counts` (rows of state, jobs, expected, received, unknown).
+    private func snapshot(now: Int, counts: PostgresRows) throws -> QueueStatus {
+        do {
             var status = QueueStatus()
-            for row in try rows("""
-                SELECT state, count(*), coalesce(sum(expected_bytes), 0), coalesce(sum(received_bytes), 0),
-                    count(*) FILTER (WHERE expected_bytes IS NULL)
-                FROM jobs GROUP BY state
-                """) {
+            for row in counts {
                 guard let state = JobState(rawValue: row.string(0)) else { continue }
                 let (count, expected, received, unknown) = (row.int(1), row.int(2), row.int(3), row.int(4))
                 status.counts[state] = count

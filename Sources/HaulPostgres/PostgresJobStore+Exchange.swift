@@ -6,8 +6,14 @@ extension PostgresJobStore {
     public func exchange(_ request: Exchange) throws -> ExchangeResult {
         // The heartbeat commits on its own, first: an exchange waiting on another worker's locks
         // does not make this worker look silent, and an evicted worker writes nothing.
-        try write { now in try heartbeat(owner: request.owner, name: request.worker, now: now) }
-        return try write { now in
+        try beatIfDue(owner: request.owner, name: request.worker)
+        // What the transaction tells this store is kept only once it committed (a retried body
+        // must find the store as it was).
+        var swept = false
+        var claimedHosts: [Int] = []
+        let answer = try write { now -> ExchangeResult in
+            swept = false
+            claimedHosts = []
             var result = ExchangeResult()
             // Renewals first: a lease that lapsed is not renewed, and its outcome below is then
             // judged under whoever holds the job now.
@@ -24,10 +30,10 @@ extension PostgresJobStore {
             try releaseSlots(request.releaseSlots)
             if now - lastExpiry >= Self.expiryInterval || request.claim > 0 && now - lastExpiry >= 100 {
                 try sweep(now: now)
-                lastExpiry = now
+                swept = true
             }
             if request.claim > 0 {
-                result.claimed = try claimAhead(request, now: now)
+                (result.claimed, claimedHosts) = try claimAhead(request, now: now)
             }
             if !request.wantSlots.isEmpty {
                 (result.grantedSlots, result.caps) = try grantSlots(request.wantSlots, owner: request.owner, now: now,
@@ -43,32 +49,38 @@ extension PostgresJobStore {
             }
             return result
         }
+        if swept { lastExpiry = Self.localNow() + clockOffset + skew }
+        if let last = claimedHosts.last { claimCursor = last }
+        return answer
     }
 
     // MARK: Workers
 
-    /// Registers `owner` on its first exchange; later, about once a second, moves its heartbeat,
-    /// and throws `WorkerEvicted` when another worker took its work back meanwhile. A worker
-    /// forgotten while it held nothing registers again.
-    func heartbeat(owner: String, name: String, now: Int) throws {
-        if registeredOwner != owner {
+    /// Registers `owner` on its first exchange; later, about once a second, moves its heartbeat
+    /// (a transaction of its own, committed before the exchange), and throws `WorkerEvicted` when
+    /// another worker took its work back meanwhile. A worker forgotten while it held nothing
+    /// registers again.
+    func beatIfDue(owner: String, name: String) throws {
+        let aboutNow = Self.localNow() + clockOffset + skew
+        guard registeredOwner != owner || aboutNow - lastHeartbeat >= Self.heartbeatInterval else { return }
+        let registered = registeredOwner == owner
+        let beatAt = try write { now -> Int in
             let name = name.isEmpty ? owner : name
-            try run("""
+            let register = """
                 INSERT INTO workers (owner, name, started_at, heartbeat_at) VALUES ($1, $2, $3, $3)
                 ON CONFLICT (owner) DO UPDATE SET heartbeat_at = $3
-                """, [.text(owner), .text(name), .int(now)])
-            registeredOwner = owner
-            lastHeartbeat = now
-            return
+                """
+            guard registered else {
+                try run(register, [.text(owner), .text(name), .int(now)])
+                return now
+            }
+            let beat = try rows("UPDATE workers SET heartbeat_at = $2 WHERE owner = $1 RETURNING evicted_at", [.text(owner), .int(now)])
+            if beat.first?.optionalInt(0) != nil { throw WorkerEvicted(owner: owner) }
+            if beat.isEmpty { try run(register, [.text(owner), .text(name), .int(now)]) }
+            return now
         }
-        guard now - lastHeartbeat >= Self.heartbeatInterval else { return }
-        let beat = try rows("UPDATE workers SET heartbeat_at = $2 WHERE owner = $1 RETURNING evicted_at", [.text(owner), .int(now)])
-        if beat.first?.optionalInt(0) != nil { throw WorkerEvicted(owner: owner) }
-        if beat.isEmpty {
-            registeredOwner = nil
-            try heartbeat(owner: owner, name: name, now: now)
-        }
-        lastHeartbeat = now
+        registeredOwner = owner
+        lastHeartbeat = beatAt
     }
 
     /// Evicts workers silent for longer than the queue's worker timeout that hold jobs or slots,
@@ -294,19 +306,33 @@ extension PostgresJobStore {
 
     // MARK: Claiming ahead
 
-    /// Claims up to `request.claim` due jobs, spread round-robin over the hosts with work (this
-    /// claimer's least recently claimed first), at most twice a host's cap in the claimer's hands
+    /// How many hosts with work a claim looks at, at least.
+    static let hostsPerClaim = 32
+
+    /// Claims up to `request.claim` due jobs, spread round-robin over the hosts with work (from
+    /// this claimer's cursor on, so successive claims move through every host), at most twice a host's cap in the claimer's hands
     /// per host. `FOR UPDATE SKIP LOCKED`: claimers never take one job twice nor wait on each other.
-    func claimAhead(_ request: Exchange, now: Int) throws -> [Lease] {
-        var open: [(id: Int, name: String, room: Int)] = try rows("""
+    func claimAhead(_ request: Exchange, now: Int) throws -> (leases: [Lease], hosts: [Int]) {
+        // The next hosts with due work after this claimer's cursor (wrapping around), not every
+        // host: a queue of ten thousand hosts costs a claim as many index probes as it needs.
+        let hostsWithWork = """
             SELECT h.id, h.host, \(Self.capOfHost) FROM hosts h
-            WHERE h.paused_until <= $1
+            WHERE h.paused_until <= $1 AND h.id %@ $2
                 AND EXISTS (SELECT 1 FROM jobs j WHERE j.host_id = h.id AND j.state = 'queued' AND j.next_attempt_at <= $1)
-            """, [.int(now)]).compactMap { row in
-            let room = 2 * row.int(2) - request.heldByHost[row.int(0), default: 0]
-            return room > 0 ? (row.int(0), row.string(1), room) : nil
+            ORDER BY h.id LIMIT $3
+            """
+        let limit = max(request.claim, Self.hostsPerClaim)
+        var found: [PostgresRow] = Array(try rows(hostsWithWork.replacingOccurrences(of: "%@", with: ">"),
+                                                  [.int(now), .int(claimCursor), .int(limit)]))
+        if found.count < limit {
+            found += try rows(hostsWithWork.replacingOccurrences(of: "%@", with: "<="),
+                              [.int(now), .int(claimCursor), .int(limit - found.count)])
         }
-        open.sort { (lastClaim[$0.id] ?? 0, $0.id) < (lastClaim[$1.id] ?? 0, $1.id) }
+        var open: [(id: Int, name: String, room: Int)] = []
+        for row in found {
+            let room = 2 * row.int(2) - request.heldByHost[row.int(0), default: 0]
+            if room > 0 { open.append((row.int(0), row.string(1), room)) }
+        }
         // Quotas, one job per host per pass.
         var quota = [Int](repeating: 0, count: open.count)
         var left = request.claim
@@ -320,41 +346,62 @@ extension PostgresJobStore {
             }
         }
         var leases: [Lease] = []
-        for (index, host) in open.enumerated() where quota[index] > 0 {
-            let claimed = try rows("""
-                WITH picked AS (
-                    SELECT id FROM jobs WHERE host_id = $1 AND state = 'queued' AND next_attempt_at <= $2
-                    ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED
-                ),
-                taken AS (
-                    UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, max_attempts = coalesce($4, j.max_attempts),
-                        lease_token = gen_random_uuid()::text, lease_owner = $5, lease_expires_at = $6, updated_at = $2
-                    FROM picked WHERE j.id = picked.id
-                    RETURNING j.*
-                ),
-                recorded AS (
-                    INSERT INTO attempts (job_id, number, lease_token, started_at) SELECT id, attempts, lease_token, $2 FROM taken
-                )
-                SELECT \(Self.jobColumns("taken", host: "$7::text")) FROM taken ORDER BY taken.next_attempt_at, taken.id
-                """, [.int(host.id), .int(now), .int(quota[index]), .int(request.maxAttempts), .text(request.owner),
-                      .int(now + request.leaseMilliseconds), .text(host.name)])
-            for row in claimed {
-                let job = Self.job(row)
-                leases.append(Lease(job: job, token: job.leaseToken ?? ""))
+        var claimedFrom: [Int] = []
+        var given = [Int](repeating: 0, count: open.count)
+        var ask = quota
+        // Two rounds: what a host could not give (fewer due jobs than its share, or rows another
+        // claimer holds) is offered to the hosts that gave all they were asked for.
+        for round in 0..<2 {
+            var full: [Int] = []
+            for index in open.indices where ask[index] > 0 {
+                let claimed = try rows("""
+                    WITH picked AS (
+                        SELECT id FROM jobs WHERE host_id = $1 AND state = 'queued' AND next_attempt_at <= $2
+                        ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED
+                    ),
+                    taken AS (
+                        UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, max_attempts = coalesce($4, j.max_attempts),
+                            lease_token = gen_random_uuid()::text, lease_owner = $5, lease_expires_at = $6, updated_at = $2
+                        FROM picked WHERE j.id = picked.id
+                        RETURNING j.*
+                    ),
+                    recorded AS (
+                        INSERT INTO attempts (job_id, number, lease_token, started_at) SELECT id, attempts, lease_token, $2 FROM taken
+                    )
+                    SELECT \(Self.jobColumns("taken", host: "$7::text")) FROM taken ORDER BY taken.next_attempt_at, taken.id
+                    """, [.int(open[index].id), .int(now), .int(ask[index]), .int(request.maxAttempts), .text(request.owner),
+                          .int(now + request.leaseMilliseconds), .text(open[index].name)])
+                for row in claimed {
+                    let job = Self.job(row)
+                    leases.append(Lease(job: job, token: job.leaseToken ?? ""))
+                }
+                given[index] += claimed.count
+                if !claimed.isEmpty && !claimedFrom.contains(open[index].id) { claimedFrom.append(open[index].id) }
+                if claimed.count == ask[index] { full.append(index) }
             }
-            if !claimed.isEmpty {
-                claimSequence += 1
-                lastClaim[host.id] = claimSequence
+            var short = request.claim - leases.count
+            guard round == 0, short > 0, !full.isEmpty else { break }
+            ask = [Int](repeating: 0, count: open.count)
+            var progressed = true
+            while short > 0 && progressed {
+                progressed = false
+                for index in full where short > 0 && given[index] + ask[index] < open[index].room {
+                    ask[index] += 1
+                    short -= 1
+                    progressed = true
+                }
             }
         }
-        return leases
+        return (leases, claimedFrom)
     }
 
+    /// Whether any job is queued, and any running (1 or 0 each: see `ExchangeResult.unfinished`),
+    /// from the partial indexes: a count would read every queued job.
     func unfinishedCount() throws -> (queued: Int, running: Int) {
         let row = try one("""
-            SELECT (SELECT count(*) FROM jobs WHERE state = 'queued'), (SELECT count(*) FROM jobs WHERE state = 'running')
+            SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued'), EXISTS (SELECT 1 FROM jobs WHERE state = 'running')
             """)
-        return (row.int(0), row.int(1))
+        return (row.bool(0) ? 1 : 0, row.bool(1) ? 1 : 0)
     }
 
     /// The soonest moment (server ms) a queued job may become claimable, or nil.

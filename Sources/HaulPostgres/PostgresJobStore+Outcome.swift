@@ -3,20 +3,30 @@ import HaulCore
 /// Outcomes on PostgreSQL: each moves a job only under its current lease token. Completions, the
 /// common case, go in one statement for the whole batch.
 extension PostgresJobStore {
+    /// Records outcomes, one result each, each judged after the earlier outcomes for its job:
+    /// completions gather into one statement until an outcome names a job already gathered,
+    /// which sends them first; outcomes of other jobs do not touch them, so they go at once.
     func record(_ outcomes: [Outcome], worker: String, now: Int) throws -> [OutcomeResult] {
         var results = [OutcomeResult](repeating: .recorded, count: outcomes.count)
-        var done: [(index: Int, jobID: Int, token: String, status: Int, bytes: Int, placed: PlacedFile?)] = []
+        var run: [(index: Int, jobID: Int, token: String, status: Int, bytes: Int, placed: PlacedFile?)] = []
+        var inRun = Set<Int>()
+        func flush() throws {
+            guard !run.isEmpty else { return }
+            let completed = try complete(run.map { ($0.jobID, $0.token, $0.status, $0.bytes, $0.placed) }, worker: worker, now: now)
+            for item in run where !completed.contains(item.jobID) { results[item.index] = .stale }
+            run = []
+            inRun = []
+        }
         for (index, outcome) in outcomes.enumerated() {
+            if inRun.contains(outcome.jobID) { try flush() }
             if case .done(let jobID, let token, let status, let bytes, let placed) = outcome {
-                done.append((index, jobID, token, status, bytes, placed))
+                run.append((index, jobID, token, status, bytes, placed))
+                inRun.insert(jobID)
                 continue
             }
             results[index] = try recordOne(outcome, worker: worker, now: now)
         }
-        if !done.isEmpty {
-            let completed = try complete(done.map { ($0.jobID, $0.token, $0.status, $0.bytes, $0.placed) }, worker: worker, now: now)
-            for item in done where !completed.contains(item.jobID) { results[item.index] = .stale }
-        }
+        try flush()
         return results
     }
 
@@ -99,7 +109,7 @@ extension PostgresJobStore {
                 UPDATE jobs SET state = 'queued', next_attempt_at = $2, last_status = $3, last_error = $4, error_kind = $5,
                     updated_at = $6, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
                 WHERE id = $1
-                """, [.int(jobID), .int(at + skew), .int(status), .text(error), .text(FailureKind.of(error)), .int(now)])
+                """, [.int(jobID), .int(at > 0 ? at + skew : 0), .int(status), .text(error), .text(FailureKind.of(error)), .int(now)])
             return .recorded
         case .fail(let jobID, let token, let status, let reason):
             guard try !rows("SELECT 1 FROM jobs WHERE id = $1 AND lease_token = $2 AND state = 'running' FOR UPDATE",

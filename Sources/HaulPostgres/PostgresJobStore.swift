@@ -33,9 +33,8 @@ public final class PostgresJobStore: JobStore {
     /// The owner this store registered for, and when it last beat its heart (server ms).
     var registeredOwner: String?
     var lastHeartbeat = Int.min / 2
-    /// This claimer's own round-robin order over hosts: host id → when it last claimed there.
-    var lastClaim: [Int: Int] = [:]
-    var claimSequence = 0
+    /// This claimer's round-robin place among the hosts: the last host id it claimed from.
+    var claimCursor = 0
 
     /// Connects to `url` (`postgres://USER@HOST:PORT/DB`, or any libpq connection string; a
     /// password from the URL, `PGPASSWORD` or `~/.pgpass`) and brings the schema up to date.

@@ -196,6 +196,35 @@ import Testing
         #expect(try queue.status().topFailures.count == 1)
     }
 
+    /// A claim fills from the hosts that have jobs when another has fewer than its share.
+    @Test(arguments: StoreKind.allCases) func aClaimFillsFromTheHostsThatHaveJobs(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        try fixture.add(urls("a.example", 1) + urls("b.example", 20), to: queue)
+        try queue.setHostCap(4, host: nil)
+        let claimed = try queue.exchange(request("m/1/1", claim: 8)).claimed
+        #expect(claimed.count == 8)
+        #expect(Dictionary(grouping: claimed, by: \.job.host).mapValues(\.count) == ["a.example:443": 1, "b.example:443": 7])
+    }
+
+    /// Outcomes of one exchange are judged in order: a second outcome for a job completed before
+    /// it in the same exchange is stale, whatever its kind.
+    @Test(arguments: StoreKind.allCases) func outcomesOfOneExchangeAreJudgedInOrder(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        try fixture.add(urls("a.example", 2), to: queue)
+        let leases = try queue.exchange(request("m/1/1", claim: 2)).claimed
+        #expect(leases.count == 2)
+        var both = request("m/1/1")
+        both.outcomes = [.done(jobID: leases[0].jobID, token: leases[0].token, status: 200, bytes: 5),
+                         .release(jobID: leases[0].jobID, token: leases[0].token, reason: "stop", progress: nil),
+                         .done(jobID: leases[1].jobID, token: leases[1].token, status: 200, bytes: 5),
+                         .done(jobID: leases[1].jobID, token: leases[1].token, status: 200, bytes: 6)]
+        #expect(try queue.exchange(both).outcomes == [.recorded, .stale, .recorded, .stale])
+        #expect(try queue.job(id: leases[0].jobID)?.state == .done)
+        #expect(try queue.job(id: leases[1].jobID)?.receivedBytes == 5)
+    }
+
     // MARK: Leases
 
     @Test(arguments: StoreKind.allCases) func anExpiredLeaseReturnsTheJobAndIsNeverRenewed(_ kind: StoreKind) throws {

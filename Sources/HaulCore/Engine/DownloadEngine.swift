@@ -415,7 +415,7 @@ private final class Runner: @unchecked Sendable {
                 guard let id = lease.job.profileID, !known.contains(id), read[id] == nil else { continue }
                 read[id] = .some(try? store.profile(id: id))
             }
-            return Answer(result: result, profiles: read, status: wantCounts ? try? store.status() : nil)
+            return Answer(result: result, profiles: read, status: wantCounts ? try? store.recentStatus() : nil)
         }, completion: { [weak self] answer in
             guard let self else { return }
             self.queue.async {

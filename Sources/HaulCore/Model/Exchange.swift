@@ -71,7 +71,8 @@ public struct ExchangeResult: Sendable {
     /// Hosts the claimer holds slots or jobs of that are paused, until when (Unix ms).
     public var pausedHosts: [Int: Int] = [:]
     /// Queued and running jobs over every claimer, and when a waiting job may next become
-    /// claimable: filled in when nothing was claimed.
+    /// claimable: filled in when nothing was claimed. Only whether each is zero is promised: a
+    /// store whose counts cost a pass over its jobs may say 1 for "some".
     public var unfinished: (queued: Int, running: Int)?
     public var nextWake: Int?
 

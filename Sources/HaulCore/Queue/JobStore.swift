@@ -32,6 +32,9 @@ public protocol JobStore: AnyObject {
     func forEachJobDestination(_ body: (Int, String, JobState) throws -> Void) throws
     func profile(id: Int) throws -> RequestProfile?
     func status() throws -> QueueStatus
+    /// A snapshot that may be a few seconds old, cheaper than `status()` on a store where counting
+    /// reads every job: what a run polls for its display.
+    func recentStatus() throws -> QueueStatus
     /// Sets the cap of every host without its own (`host` nil), or of one host.
     func setHostCap(_ cap: Int, host: String?) throws
 
@@ -73,6 +76,9 @@ public protocol JobStore: AnyObject {
 }
 
 extension JobStore {
+    /// `status()`: its counts are cheap.
+    public func recentStatus() throws -> QueueStatus { try status() }
+
     /// `add(_:maxAttempts:profileID:ifExists:)` for parsed lines.
     public func add(_ lines: [InputLine], maxAttempts: Int = 5, profileID: Int? = nil,
                     ifExists: ExistingFilePolicy = .skip) throws -> [AddOutcome] {
