@@ -117,14 +117,15 @@ extension PostgresJobStore {
             try closeAttempt(jobID: jobID, token: token, now: now, status: status, error: reason, bytes: nil)
             try finishFailed(jobID: jobID, status: status, reason: reason, now: now)
             return .recorded
-        case .release(let jobID, let token, let reason, let progress):
+        case .release(let jobID, let token, let reason, let progress, let notBefore):
             if let progress { try recordProgress([progress], now: now) }
             let reason = reason.hasPrefix(Attempt.interruptedPrefix) ? reason : "\(Attempt.interruptedPrefix) \(reason)"
             guard try run("""
                 UPDATE jobs SET state = 'queued', attempts = greatest(attempts - 1, 0), updated_at = $3,
+                    next_attempt_at = coalesce($4::bigint, next_attempt_at),
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
                 WHERE id = $1 AND lease_token = $2 AND state = 'running'
-                """, [.int(jobID), .text(token), .int(now)]) == 1 else { return .stale }
+                """, [.int(jobID), .text(token), .int(now), .int(notBefore.map { $0 + skew })]) == 1 else { return .stale }
             try closeAttempt(jobID: jobID, token: token, now: now, status: nil, error: reason, bytes: nil)
             return .recorded
         }

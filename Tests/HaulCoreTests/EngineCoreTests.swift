@@ -183,7 +183,7 @@ final class EngineCoreTests: XCTestCase {
         let outcomes = sent.flatMap(\.outcomes)
         XCTAssertEqual(Set(outcomes.map(\.jobID)), [1, 2], "both jobs handed back")
         for outcome in outcomes {
-            guard case .release(_, _, let reason, _) = outcome else { return XCTFail("only releases when stopping: \(outcome)") }
+            guard case .release(_, _, let reason, _, _) = outcome else { return XCTFail("only releases when stopping: \(outcome)") }
             XCTAssertTrue(reason.hasPrefix(Attempt.interruptedPrefix))
         }
         XCTAssertEqual(sent.flatMap(\.releaseSlots), [Self.slot(0)], "the slot is given back")

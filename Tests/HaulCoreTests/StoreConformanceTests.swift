@@ -225,6 +225,23 @@ import Testing
         #expect(try queue.job(id: leases[1].jobID)?.receivedBytes == 5)
     }
 
+    /// A job handed back with a time is not claimable before it, and its attempt is not counted.
+    @Test(arguments: StoreKind.allCases) func aReleaseWithATimeWaitsWithoutCountingTheAttempt(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        let id = try #require(try fixture.add(["https://a.example/1"], to: queue).first?.jobID)
+        let lease = try #require(try queue.exchange(request("m/1/1", claim: 1)).claimed.first)
+        let now = try queue.now()
+        var release = request("m/1/1", claim: 1)
+        release.outcomes = [.release(jobID: id, token: lease.token, reason: "temp file in use", progress: nil, notBefore: now + 5_000)]
+        let answer = try queue.exchange(release)
+        #expect(answer.outcomes == [.recorded] && answer.claimed == [])
+        #expect(abs((answer.nextWake ?? 0) - (now + 5_000)) < 50)
+        #expect(try queue.job(id: id)?.attempts == 0)
+        fixture.advance(by: 5_001)
+        #expect(try queue.exchange(request("m/1/1", claim: 1)).claimed.first?.job.attempts == 1)
+    }
+
     // MARK: Leases
 
     @Test(arguments: StoreKind.allCases) func anExpiredLeaseReturnsTheJobAndIsNeverRenewed(_ kind: StoreKind) throws {

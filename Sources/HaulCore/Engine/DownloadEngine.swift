@@ -321,6 +321,8 @@ private final class Runner: @unchecked Sendable {
             return .prepared(token: token, forget: forget)
         } catch let error as TransferIOError where error.unsafe {
             return .prepareFailed(token: token, .unsafeDestination(error.message))
+        } catch let error as TransferIOError where error.code == EWOULDBLOCK {
+            return .prepareFailed(token: token, .tempInUse(error.message + "; it waits for that process to stop"))
         } catch let error as TransferIOError where LocalFault.isLocal(error.code) {
             return .prepareFailed(token: token, LocalFault.failure(error, destination: job.destination) ?? .disk(error.message))
         } catch {

@@ -542,6 +542,9 @@ struct EngineCore {
                            progress: snapshot.map { Self.progress($0, lease: lease) }), item, now: now)
         case .hostDown:
             hostDown(failure, item: item, snapshot: snapshot, now: now, into: &actions)
+        case .postpone(let delay):
+            queue(.release(jobID: job.id, token: lease.token, reason: "\(failure.description); not counted",
+                           progress: nil, notBefore: now + Int(delay * 1000)), item, now: now)
         case .localFault:
             guard case .local(let folder, let why) = failure else { break }
             folderFailed(folder, why: why, lease: lease, snapshot: snapshot, now: now, into: &actions)

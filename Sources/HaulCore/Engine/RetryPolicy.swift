@@ -23,7 +23,12 @@ public struct RetryPolicy: Sendable {
         /// The output folder cannot be written: not the job's fault (see `EngineCore`: the
         /// folder's jobs wait, and it is tried again at growing intervals).
         case localFault
+        /// Hand the job back without counting the attempt, not to be claimed for `delay` seconds.
+        case postpone(delay: TimeInterval)
     }
+
+    /// How long a job whose temp file another process holds waits before it is tried again.
+    public static let tempInUseDelay: TimeInterval = 5
 
     public static let retryableStatuses: Set<Int> = [408, 425, 429, 500, 502, 503, 504]
     /// Attempts a checksum mismatch gets in all.
@@ -61,6 +66,8 @@ public struct RetryPolicy: Sendable {
             return .localFault
         case .badRedirect, .encoding, .unsafeDestination, .refused:
             return .fail
+        case .tempInUse:
+            return .postpone(delay: Self.tempInUseDelay)
         case .cancelled:
             return .release
         }

@@ -17,13 +17,14 @@ public enum Outcome: Sendable, Equatable {
     case retry(jobID: Int, token: String, at: Int, status: Int?, error: String, progress: Progress)
     /// Fail for good, with the reason the user reads.
     case fail(jobID: Int, token: String, status: Int?, reason: String)
-    /// Hand the job back without counting the attempt (haul is stopping), keeping `progress`.
-    case release(jobID: Int, token: String, reason: String, progress: Progress?)
+    /// Hand the job back without counting the attempt (haul is stopping), keeping `progress`;
+    /// `notBefore` (Unix ms): not claimable before then (nil: at once).
+    case release(jobID: Int, token: String, reason: String, progress: Progress?, notBefore: Int? = nil)
 
     public var jobID: Int {
         switch self {
         case .done(let id, _, _, _, _), .kept(let id, _, _), .unchanged(let id, _), .retry(let id, _, _, _, _, _), .fail(let id, _, _, _),
-             .release(let id, _, _, _): return id
+             .release(let id, _, _, _, _): return id
         }
     }
 }

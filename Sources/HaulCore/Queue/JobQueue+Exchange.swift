@@ -65,9 +65,9 @@ extension JobQueue {
             case .fail(let jobID, let token, let status, let reason):
                 try fail(jobID: jobID, token: token, status: status, reason: reason)
                 return .recorded
-            case .release(let jobID, let token, let reason, let progress):
+            case .release(let jobID, let token, let reason, let progress, let notBefore):
                 if let progress { try recordProgress([progress]) }
-                return try release(jobID: jobID, token: token, reason: reason) ? .recorded : .stale
+                return try release(jobID: jobID, token: token, reason: reason, notBefore: notBefore) ? .recorded : .stale
             }
         } catch is StaleLeaseError {
             return .stale

@@ -143,16 +143,17 @@ extension JobQueue {
     /// Hands a job back to the queue without counting the attempt (the run was interrupted,
     /// not the transfer refused). Returns false when the lease was already lost.
     @discardableResult
-    public func release(jobID: Int, token: String, reason: String) throws -> Bool {
+    public func release(jobID: Int, token: String, reason: String, notBefore: Int? = nil) throws -> Bool {
         let now = clock()
         // The attempt's record says it was not counted (see `Attempt.wasCounted`).
         let reason = reason.hasPrefix(Attempt.interruptedPrefix) ? reason : "\(Attempt.interruptedPrefix) \(reason)"
         return try database.transaction(.write) {
             try database.run("""
                 UPDATE jobs SET state = 'queued', attempts = max(attempts - 1, 0), updated_at = ?,
+                    next_attempt_at = coalesce(?, next_attempt_at),
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
                 WHERE id = ? AND lease_token = ? AND state = 'running'
-                """, now, jobID, token)
+                """, now, notBefore, jobID, token)
             guard database.changes == 1 else { return false }
             try closeAttempt(jobID: jobID, token: token, now: now, status: nil, error: reason, bytes: nil)
             return true

@@ -46,13 +46,16 @@ public final class DownloadAttempt: BodySink {
         /// The request cannot succeed as asked, however often it is tried: an untrusted
         /// certificate, an option the transport lacks. The reason says what to do.
         case refused(String)
+        /// Another haul process still holds the temp file (a worker taken off a shared queue that
+        /// has not stopped yet): not the job's fault; try it again a little later.
+        case tempInUse(String)
         case cancelled
 
         /// The server answered (whatever it said): it is reachable.
         public var isAnswer: Bool {
             switch self {
             case .http, .encoding, .mustRestart, .length, .checksum, .badRedirect: return true
-            case .transport, .unreachable, .disk, .local, .unsafeDestination, .refused, .cancelled: return false
+            case .transport, .unreachable, .disk, .local, .unsafeDestination, .refused, .tempInUse, .cancelled: return false
             }
         }
 
@@ -60,7 +63,8 @@ public final class DownloadAttempt: BodySink {
             switch self {
             case .http(let status, _): return "HTTP \(status) \(HTTPStatus.reason(status))"
             case .transport(let why), .unreachable(let why), .badRedirect(let why), .encoding(let why), .mustRestart(let why),
-                 .length(let why), .disk(let why), .unsafeDestination(let why), .refused(let why), .local(_, let why):
+                 .length(let why), .disk(let why), .unsafeDestination(let why), .refused(let why), .local(_, let why),
+                 .tempInUse(let why):
                 return why
             case .checksum(let algorithm, let expected, let actual):
                 return "\(algorithm.rawValue) mismatch: expected \(expected), got \(actual)"
