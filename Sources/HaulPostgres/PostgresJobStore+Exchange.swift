@@ -217,38 +217,57 @@ extension PostgresJobStore {
 
     static let capOfHost = "coalesce(h.cap, (SELECT value FROM queue_settings WHERE name = 'default_host_cap'))"
 
-    /// Grants up to the wanted number of slots per host. Each host's row is locked first (in host
-    /// order, so two claimers never wait on each other in a cycle); the live slots are counted
-    /// after the lock is held, so a slot another worker committed meanwhile is seen.
+    /// Grants up to the wanted number of slots per host, in five statements whatever the number
+    /// of hosts. The hosts' rows are locked first, in one statement and in id order (so two
+    /// claimers never wait on each other in a cycle); the live slots are read by a later
+    /// statement, which under READ COMMITTED sees every slot another worker committed before it
+    /// let go of a host's row.
     func grantSlots(_ wanted: [Int: Int], owner: String, now: Int, leaseMilliseconds: Int) throws -> ([SlotLease], [Int: Int]) {
-        var granted: [SlotLease] = []
+        let asked = wanted.filter { $0.value > 0 }
+        guard !asked.isEmpty else { return ([], [:]) }
+        let ids = asked.keys.sorted()
         var caps: [Int: Int] = [:]
-        for (hostID, count) in wanted.sorted(by: { $0.key < $1.key }) where count > 0 {
-            guard let host = try rows("""
-                SELECT h.paused_until > $2, \(Self.capOfHost) FROM hosts h WHERE h.id = $1 FOR NO KEY UPDATE
-                """, [.int(hostID), .int(now)]).first else { continue }
-            let cap = host.int(1)
-            caps[hostID] = cap
-            if host.bool(0) { continue }
-            try run("DELETE FROM host_slots WHERE host_id = $1 AND expires_at <= $2", [.int(hostID), .int(now)])
-            let taken = Set(try rows("SELECT slot FROM host_slots WHERE host_id = $1", [.int(hostID)]).map { $0.int(0) })
+        var open: [Int] = []
+        for row in try rows("""
+            SELECT h.id, h.paused_until > $2, \(Self.capOfHost) FROM hosts h WHERE h.id = ANY($1::bigint[])
+            ORDER BY h.id FOR NO KEY UPDATE
+            """, [.ints(ids), .int(now)]) {
+            caps[row.int(0)] = row.int(2)
+            if !row.bool(1) { open.append(row.int(0)) }
+        }
+        guard !open.isEmpty else { return ([], caps) }
+        try run("DELETE FROM host_slots WHERE host_id = ANY($1::bigint[]) AND expires_at <= $2", [.ints(open), .int(now)])
+        var taken: [Int: Set<Int>] = [:]
+        for row in try rows("SELECT host_id, slot FROM host_slots WHERE host_id = ANY($1::bigint[])", [.ints(open)]) {
+            taken[row.int(0), default: []].insert(row.int(1))
+        }
+        var grantHosts: [Int] = [], grantIndices: [Int] = []
+        var short: [Int] = [], served: [Int] = []
+        for host in open {
+            let cap = caps[host] ?? 1, used = taken[host] ?? [], count = asked[host] ?? 0
             // Live slots at an index beyond a lowered cap count too, until they are renewed away.
-            let free = (0..<cap).filter { !taken.contains($0) }.prefix(max(0, min(count, cap - taken.count)))
-            if !free.isEmpty {
-                for row in try rows("""
-                    INSERT INTO host_slots (host_id, slot, owner, token, expires_at)
-                    SELECT $1, s, $2, gen_random_uuid()::text, $3 FROM unnest($4::int[]) AS s
-                    RETURNING slot, token
-                    """, [.int(hostID), .text(owner), .int(now + leaseMilliseconds), .ints(Array(free))]) {
-                    granted.append(SlotLease(hostID: hostID, index: row.int(0), token: row.string(1)))
-                }
-            }
-            if free.count < count {
-                try run("UPDATE hosts SET wanted_by = $1, wanted_at = $2 WHERE id = $3", [.text(owner), .int(now), .int(hostID)])
-            } else {
-                try run("UPDATE hosts SET wanted_by = NULL WHERE id = $1 AND wanted_by = $2", [.int(hostID), .text(owner)])
+            let free = (0..<cap).filter { !used.contains($0) }.prefix(max(0, min(count, cap - used.count)))
+            grantHosts += free.map { _ in host }
+            grantIndices += free
+            if free.count < count { short.append(host) } else { served.append(host) }
+        }
+        var granted: [SlotLease] = []
+        if !grantHosts.isEmpty {
+            for row in try rows("""
+                INSERT INTO host_slots (host_id, slot, owner, token, expires_at)
+                SELECT h, s, $3, gen_random_uuid()::text, $4 FROM unnest($1::bigint[], $2::int[]) AS g(h, s)
+                RETURNING host_id, slot, token
+                """, [.ints(grantHosts), .ints(grantIndices), .text(owner), .int(now + leaseMilliseconds)]) {
+                granted.append(SlotLease(hostID: row.int(0), index: row.int(1), token: row.string(2)))
             }
         }
+        granted.sort { ($0.hostID, $0.index) < ($1.hostID, $1.index) }
+        // Who waits for a slot: the holders hear of it (and give one back when they can).
+        try run("""
+            UPDATE hosts SET wanted_by = CASE WHEN id = ANY($1::bigint[]) THEN $3 ELSE NULL END,
+                wanted_at = CASE WHEN id = ANY($1::bigint[]) THEN $4 ELSE wanted_at END
+            WHERE id = ANY($1::bigint[]) OR (id = ANY($2::bigint[]) AND wanted_by = $3)
+            """, [.ints(short), .ints(served), .text(owner), .int(now)])
         return (granted, caps)
     }
 
@@ -345,41 +364,24 @@ extension PostgresJobStore {
                 progressed = true
             }
         }
-        var leases: [Lease] = []
-        var claimedFrom: [Int] = []
+        var byHost: [Int: [Lease]] = [:]
         var given = [Int](repeating: 0, count: open.count)
         var ask = quota
         // Two rounds: what a host could not give (fewer due jobs than its share, or rows another
         // claimer holds) is offered to the hosts that gave all they were asked for.
         for round in 0..<2 {
-            var full: [Int] = []
-            for index in open.indices where ask[index] > 0 {
-                let claimed = try rows("""
-                    WITH picked AS (
-                        SELECT id FROM jobs WHERE host_id = $1 AND state = 'queued' AND next_attempt_at <= $2
-                        ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED
-                    ),
-                    taken AS (
-                        UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, max_attempts = coalesce($4, j.max_attempts),
-                            lease_token = gen_random_uuid()::text, lease_owner = $5, lease_expires_at = $6, updated_at = $2
-                        FROM picked WHERE j.id = picked.id
-                        RETURNING j.*
-                    ),
-                    recorded AS (
-                        INSERT INTO attempts (job_id, number, lease_token, started_at) SELECT id, attempts, lease_token, $2 FROM taken
-                    )
-                    SELECT \(Self.jobColumns("taken", host: "$7::text")) FROM taken ORDER BY taken.next_attempt_at, taken.id
-                    """, [.int(open[index].id), .int(now), .int(ask[index]), .int(request.maxAttempts), .text(request.owner),
-                          .int(now + request.leaseMilliseconds), .text(open[index].name)])
-                for row in claimed {
-                    let job = Self.job(row)
-                    leases.append(Lease(job: job, token: job.leaseToken ?? ""))
-                }
-                given[index] += claimed.count
-                if !claimed.isEmpty && !claimedFrom.contains(open[index].id) { claimedFrom.append(open[index].id) }
-                if claimed.count == ask[index] { full.append(index) }
+            let asking = open.indices.filter { ask[$0] > 0 }
+            guard !asking.isEmpty else { break }
+            let claimed = try take(hosts: asking.map { open[$0].id }, counts: asking.map { ask[$0] }, request, now: now)
+            var gotByIndex: [Int: Int] = [:]
+            let position = Dictionary(uniqueKeysWithValues: open.indices.map { (open[$0].id, $0) })
+            for lease in claimed {
+                byHost[lease.job.hostID, default: []].append(lease)
+                if let index = position[lease.job.hostID] { gotByIndex[index, default: 0] += 1 }
             }
-            var short = request.claim - leases.count
+            let full = asking.filter { gotByIndex[$0, default: 0] == ask[$0] }
+            for index in asking { given[index] += gotByIndex[index, default: 0] }
+            var short = request.claim - byHost.values.reduce(0) { $0 + $1.count }
             guard round == 0, short > 0, !full.isEmpty else { break }
             ask = [Int](repeating: 0, count: open.count)
             var progressed = true
@@ -392,7 +394,46 @@ extension PostgresJobStore {
                 }
             }
         }
+        // Interleaved by host, in the order the hosts were visited.
+        var leases: [Lease] = []
+        var claimedFrom: [Int] = []
+        let queues = open.compactMap { host in byHost[host.id].map { (host.id, $0) } }
+        for (host, _) in queues { claimedFrom.append(host) }
+        var depth = 0
+        while leases.count < byHost.values.reduce(0, { $0 + $1.count }) {
+            for (_, list) in queues where depth < list.count { leases.append(list[depth]) }
+            depth += 1
+        }
         return (leases, claimedFrom)
+    }
+
+    /// Takes up to `counts[i]` due jobs of `hosts[i]`, for every i, in one statement: each gets a
+    /// fresh lease token and its attempt counted and recorded.
+    private func take(hosts: [Int], counts: [Int], _ request: Exchange, now: Int) throws -> [Lease] {
+        try rows("""
+            WITH wanted AS (SELECT * FROM unnest($1::bigint[], $2::int[]) AS w(host_id, n)),
+            picked AS (
+                SELECT p.id FROM wanted w CROSS JOIN LATERAL (
+                    SELECT id FROM jobs WHERE host_id = w.host_id AND state = 'queued' AND next_attempt_at <= $3
+                    ORDER BY next_attempt_at, id LIMIT w.n FOR UPDATE SKIP LOCKED
+                ) p
+            ),
+            taken AS (
+                UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, max_attempts = coalesce($4, j.max_attempts),
+                    lease_token = gen_random_uuid()::text, lease_owner = $5, lease_expires_at = $6, updated_at = $3
+                FROM picked WHERE j.id = picked.id
+                RETURNING j.*
+            ),
+            recorded AS (
+                INSERT INTO attempts (job_id, number, lease_token, started_at) SELECT id, attempts, lease_token, $3 FROM taken
+            )
+            SELECT \(Self.jobColumns("taken", host: "h.host")) FROM taken JOIN hosts h ON h.id = taken.host_id
+            ORDER BY taken.next_attempt_at, taken.id
+            """, [.ints(hosts), .ints(counts), .int(now), .int(request.maxAttempts), .text(request.owner),
+                  .int(now + request.leaseMilliseconds)]).map { row in
+            let job = Self.job(row)
+            return Lease(job: job, token: job.leaseToken ?? "")
+        }
     }
 
     /// Whether any job is queued, and any running (1 or 0 each: see `ExchangeResult.unfinished`),
