@@ -7,6 +7,7 @@ let package = Package(
         .executable(name: "haul", targets: ["haul"]),
         .library(name: "HaulCore", targets: ["HaulCore"]),
         .library(name: "HaulPostgres", targets: ["HaulPostgres"]),
+        .executable(name: "haul-queue-bench", targets: ["haul-queue-bench"]),
     ],
     targets: [
         .systemLibrary(
@@ -61,6 +62,13 @@ let package = Package(
             name: "haul",
             dependencies: ["HaulCore", "HaulPostgres"],
             path: "Sources/haul"
+        ),
+        // The queue benchmark (Benchmarks/run, workload Q): concurrent claimers through the
+        // JobStore port against PostgreSQL or SQLite.
+        .executableTarget(
+            name: "haul-queue-bench",
+            dependencies: ["HaulCore", "HaulPostgres"],
+            path: "Benchmarks/QueueBench"
         ),
         // Test support: the loopback HTTP fault server and helpers shared by the test targets.
         .target(
