@@ -217,56 +217,65 @@ extension PostgresJobStore {
 
     static let capOfHost = "coalesce(h.cap, (SELECT value FROM queue_settings WHERE name = 'default_host_cap'))"
 
-    /// Grants up to the wanted number of slots per host, in five statements whatever the number
-    /// of hosts. The hosts' rows are locked first, in one statement and in id order (so two
-    /// claimers never wait on each other in a cycle); the live slots are read by a later
-    /// statement, which under READ COMMITTED sees every slot another worker committed before it
-    /// let go of a host's row.
+    /// Grants up to the wanted number of slots per host, in a few statements whatever the number
+    /// of hosts, and without locking the hosts' rows (which would make every claimer wait for
+    /// every other's commit). The slot's index arbitrates: a slot is a row keyed (host, index),
+    /// its index below the host's cap, inserted `ON CONFLICT DO NOTHING`, so two claimers that
+    /// both saw an index free get it once between them, and a host never has more live slots
+    /// than its cap has indices. A host that still has live slots at an index beyond a lowered cap
+    /// gets none until those are renewed away (no slot at such an index can be granted anew).
     func grantSlots(_ wanted: [Int: Int], owner: String, now: Int, leaseMilliseconds: Int) throws -> ([SlotLease], [Int: Int]) {
         let asked = wanted.filter { $0.value > 0 }
         guard !asked.isEmpty else { return ([], [:]) }
-        let ids = asked.keys.sorted()
         var caps: [Int: Int] = [:]
         var open: [Int] = []
         for row in try rows("""
             SELECT h.id, h.paused_until > $2, \(Self.capOfHost) FROM hosts h WHERE h.id = ANY($1::bigint[])
-            ORDER BY h.id FOR NO KEY UPDATE
-            """, [.ints(ids), .int(now)]) {
+            """, [.ints(asked.keys.sorted()), .int(now)]) {
             caps[row.int(0)] = row.int(2)
             if !row.bool(1) { open.append(row.int(0)) }
         }
         guard !open.isEmpty else { return ([], caps) }
+        open.sort()
         try run("DELETE FROM host_slots WHERE host_id = ANY($1::bigint[]) AND expires_at <= $2", [.ints(open), .int(now)])
         var taken: [Int: Set<Int>] = [:]
         for row in try rows("SELECT host_id, slot FROM host_slots WHERE host_id = ANY($1::bigint[])", [.ints(open)]) {
             taken[row.int(0), default: []].insert(row.int(1))
         }
         var grantHosts: [Int] = [], grantIndices: [Int] = []
-        var short: [Int] = [], served: [Int] = []
         for host in open {
             let cap = caps[host] ?? 1, used = taken[host] ?? [], count = asked[host] ?? 0
-            // Live slots at an index beyond a lowered cap count too, until they are renewed away.
-            let free = (0..<cap).filter { !used.contains($0) }.prefix(max(0, min(count, cap - used.count)))
+            guard used.allSatisfy({ $0 < cap }) else { continue }  // beyond a lowered cap: wait
+            let free = (0..<cap).filter { !used.contains($0) }.prefix(count)
             grantHosts += free.map { _ in host }
             grantIndices += free
-            if free.count < count { short.append(host) } else { served.append(host) }
         }
         var granted: [SlotLease] = []
         if !grantHosts.isEmpty {
             for row in try rows("""
                 INSERT INTO host_slots (host_id, slot, owner, token, expires_at)
                 SELECT h, s, $3, gen_random_uuid()::text, $4 FROM unnest($1::bigint[], $2::int[]) AS g(h, s)
+                ON CONFLICT (host_id, slot) DO NOTHING
                 RETURNING host_id, slot, token
                 """, [.ints(grantHosts), .ints(grantIndices), .text(owner), .int(now + leaseMilliseconds)]) {
                 granted.append(SlotLease(hostID: row.int(0), index: row.int(1), token: row.string(2)))
             }
         }
         granted.sort { ($0.hostID, $0.index) < ($1.hostID, $1.index) }
-        // Who waits for a slot: the holders hear of it (and give one back when they can).
+        var got: [Int: Int] = [:]
+        for slot in granted { got[slot.hostID, default: 0] += 1 }
+        let short = open.filter { got[$0, default: 0] < asked[$0] ?? 0 }
+        let served = open.filter { got[$0, default: 0] >= asked[$0] ?? 0 }
+        // Who waits for a slot: the holders hear of it (and give one back when they can). A row
+        // another claimer is writing is skipped: it says the same.
         try run("""
             UPDATE hosts SET wanted_by = CASE WHEN id = ANY($1::bigint[]) THEN $3 ELSE NULL END,
                 wanted_at = CASE WHEN id = ANY($1::bigint[]) THEN $4 ELSE wanted_at END
-            WHERE id = ANY($1::bigint[]) OR (id = ANY($2::bigint[]) AND wanted_by = $3)
+            WHERE id IN (
+                SELECT id FROM hosts
+                WHERE (id = ANY($1::bigint[]) AND (wanted_by IS DISTINCT FROM $3 OR wanted_at < $4::bigint - 500))
+                    OR (id = ANY($2::bigint[]) AND wanted_by = $3)
+                FOR NO KEY UPDATE SKIP LOCKED)
             """, [.ints(short), .ints(served), .text(owner), .int(now)])
         return (granted, caps)
     }
