@@ -218,12 +218,14 @@ extension PostgresJobStore {
     static let capOfHost = "coalesce(h.cap, (SELECT value FROM queue_settings WHERE name = 'default_host_cap'))"
 
     /// Grants up to the wanted number of slots per host, in a few statements whatever the number
-    /// of hosts, and without locking the hosts' rows (which would make every claimer wait for
-    /// every other's commit). The slot's index arbitrates: a slot is a row keyed (host, index),
-    /// its index below the host's cap, inserted `ON CONFLICT DO NOTHING`, so two claimers that
-    /// both saw an index free get it once between them, and a host never has more live slots
-    /// than its cap has indices. A host that still has live slots at an index beyond a lowered cap
-    /// gets none until those are renewed away (no slot at such an index can be granted anew).
+    /// of hosts, and without waiting for another claimer (a lock held to its commit would make
+    /// every claimer wait for every other's). The slot's index arbitrates: a slot is a row keyed
+    /// (host, index), its index below the host's cap, so a host never has more live slots than
+    /// its cap has indices. A claimer takes an index only under a transaction-scoped advisory lock
+    /// it gets without waiting (`pg_try_advisory_xact_lock`): an index another claimer is taking
+    /// is skipped, never waited on, and one another committed is refused by the key (`ON CONFLICT
+    /// DO NOTHING`). A host that still has live slots at an index beyond a lowered cap gets none
+    /// until those are renewed away (no slot at such an index can be granted anew).
     func grantSlots(_ wanted: [Int: Int], owner: String, now: Int, leaseMilliseconds: Int) throws -> ([SlotLease], [Int: Int]) {
         let asked = wanted.filter { $0.value > 0 }
         guard !asked.isEmpty else { return ([], [:]) }
@@ -237,7 +239,12 @@ extension PostgresJobStore {
         }
         guard !open.isEmpty else { return ([], caps) }
         open.sort()
-        try run("DELETE FROM host_slots WHERE host_id = ANY($1::bigint[]) AND expires_at <= $2", [.ints(open), .int(now)])
+        // Expired slots go; those another claimer is removing already are skipped, not waited on.
+        try run("""
+            DELETE FROM host_slots WHERE (host_id, slot) IN (
+                SELECT host_id, slot FROM host_slots WHERE host_id = ANY($1::bigint[]) AND expires_at <= $2
+                FOR UPDATE SKIP LOCKED)
+            """, [.ints(open), .int(now)])
         var taken: [Int: Set<Int>] = [:]
         for row in try rows("SELECT host_id, slot FROM host_slots WHERE host_id = ANY($1::bigint[])", [.ints(open)]) {
             taken[row.int(0), default: []].insert(row.int(1))
@@ -255,6 +262,7 @@ extension PostgresJobStore {
             for row in try rows("""
                 INSERT INTO host_slots (host_id, slot, owner, token, expires_at)
                 SELECT h, s, $3, gen_random_uuid()::text, $4 FROM unnest($1::bigint[], $2::int[]) AS g(h, s)
+                WHERE pg_try_advisory_xact_lock(\(Self.slotLockSpace) | (h << 16) | s)
                 ON CONFLICT (host_id, slot) DO NOTHING
                 RETURNING host_id, slot, token
                 """, [.ints(grantHosts), .ints(grantIndices), .text(owner), .int(now + leaseMilliseconds)]) {
@@ -279,6 +287,10 @@ extension PostgresJobStore {
             """, [.ints(short), .ints(served), .text(owner), .int(now)])
         return (granted, caps)
     }
+
+    /// The advisory-lock keys of slot indices: "hs" in the top 16 bits, then the host id, then
+    /// the index (below 65,536).
+    static let slotLockSpace = 0x6873 << 48
 
     func renewSlots(_ slots: [SlotLease], now: Int, leaseMilliseconds: Int) throws -> [SlotLease] {
         guard !slots.isEmpty else { return [] }
