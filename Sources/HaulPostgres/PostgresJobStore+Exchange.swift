@@ -355,10 +355,14 @@ extension PostgresJobStore {
     func claimAhead(_ request: Exchange, now: Int) throws -> (leases: [Lease], hosts: [Int]) {
         // The next hosts with due work after this claimer's cursor (wrapping around), not every
         // host: a queue of ten thousand hosts costs a claim as many index probes as it needs.
+        // One probe a host (LATERAL … LIMIT 1): as EXISTS, the planner may instead hash every due
+        // job of the queue (100 ms a claim at 73,000 queued jobs, with statistics from the add).
         let hostsWithWork = """
             SELECT h.id, h.host, \(Self.capOfHost) FROM hosts h
+                CROSS JOIN LATERAL (
+                    SELECT 1 FROM jobs j WHERE j.host_id = h.id AND j.state = 'queued' AND j.next_attempt_at <= $1 LIMIT 1
+                ) AS due
             WHERE h.paused_until <= $1 AND h.id %@ $2
-                AND EXISTS (SELECT 1 FROM jobs j WHERE j.host_id = h.id AND j.state = 'queued' AND j.next_attempt_at <= $1)
             ORDER BY h.id LIMIT $3
             """
         let limit = max(request.claim, Self.hostsPerClaim)
