@@ -104,9 +104,10 @@ CREATE TABLE attempts (
 CREATE INDEX attempts_by_job ON attempts (job_id, number);
 
 -- A worker holds a slot of a host while a transfer to it runs (or is about to start in it); the
--- live slots of a host never number more than its cap over every worker: a slot is granted only
--- under the host row's lock, counting the live slots in a statement that starts after the lock
--- is held (a fresh snapshot, under READ COMMITTED).
+-- live slots of a host never number more than its cap over every worker: a slot is the row of
+-- one index below the cap, held by one lease at a time. Rows are reused, never deleted: a slot
+-- given back or expired is a row whose time has passed (owner and token emptied), taken again
+-- FOR UPDATE SKIP LOCKED. No index but the key, so those writes stay heap-only.
 CREATE TABLE host_slots (
     host_id    bigint  NOT NULL REFERENCES hosts (id),
     slot       integer NOT NULL,                  -- 0 ..< the host's cap
@@ -115,7 +116,6 @@ CREATE TABLE host_slots (
     expires_at bigint  NOT NULL,
     PRIMARY KEY (host_id, slot)
 ) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.0, autovacuum_vacuum_threshold = 1000);
-CREATE INDEX host_slots_by_owner ON host_slots (owner);
 
 -- The jobs per state, counted at most every few seconds by one worker (under an advisory lock)
 -- for the runs' displays: counting reads every job, which no worker should do every second.

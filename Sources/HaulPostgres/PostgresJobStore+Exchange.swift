@@ -28,9 +28,10 @@ extension PostgresJobStore {
             try recordProgress(request.progress, now: now)
             result.outcomes = try record(request.outcomes, worker: request.worker, now: now)
             try releaseSlots(request.releaseSlots)
-            if now - lastExpiry >= Self.expiryInterval || request.claim > 0 && now - lastExpiry >= 100 {
-                try sweep(now: now)
+            // About once a second a worker, and one at a time: the sweep walks every running job.
+            if now - lastExpiry >= Self.expiryInterval {
                 swept = true
+                if try one("SELECT pg_try_advisory_xact_lock($1)", [.int(Self.sweepLock)]).bool(0) { try sweep(now: now) }
             }
             if request.claim > 0 {
                 (result.claimed, claimedHosts) = try claimAhead(request, now: now)
@@ -53,6 +54,9 @@ extension PostgresJobStore {
         if let last = claimedHosts.last { claimCursor = last }
         return answer
     }
+
+    /// The advisory lock of the worker sweeping expired leases and silent workers ("haulswep").
+    static let sweepLock = 0x6861_756C_7377_6570
 
     // MARK: Workers
 
@@ -91,7 +95,7 @@ extension PostgresJobStore {
         let timeout = "(SELECT value FROM queue_settings WHERE name = 'worker_timeout_ms')"
         let holding = """
             (EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.owner)
-             OR EXISTS (SELECT 1 FROM host_slots s WHERE s.owner = w.owner))
+             OR EXISTS (SELECT 1 FROM host_slots s WHERE s.owner = w.owner AND s.expires_at > $1))
             """
         let gone = try rows("""
             UPDATE workers w SET evicted_at = $1
@@ -107,7 +111,7 @@ extension PostgresJobStore {
         if !gone.isEmpty {
             try run("UPDATE jobs SET lease_expires_at = $1 WHERE state = 'running' AND lease_owner = ANY($2::text[])",
                     [.int(now), .texts(gone)])
-            try run("DELETE FROM host_slots WHERE owner = ANY($1::text[])", [.texts(gone)])
+            try freeSlots(ofOwners: gone)
         }
         try expireLeases(now: now)
     }
@@ -138,7 +142,7 @@ extension PostgresJobStore {
         try write { now in
             try run("UPDATE jobs SET lease_expires_at = $1 WHERE state = 'running' AND lease_owner = ANY($2::text[])",
                     [.int(now), .texts(owners)])
-            try run("DELETE FROM host_slots WHERE owner = ANY($1::text[])", [.texts(owners)])
+            try freeSlots(ofOwners: owners)
             try run("DELETE FROM workers WHERE owner = ANY($1::text[])", [.texts(owners)])
             try expireLeases(now: now)
         }
@@ -147,7 +151,7 @@ extension PostgresJobStore {
     public func leaseOwners() throws -> [String] {
         try rows("""
             SELECT lease_owner FROM jobs WHERE state = 'running' AND lease_owner IS NOT NULL
-            UNION SELECT owner FROM host_slots
+            UNION SELECT owner FROM host_slots WHERE owner <> ''
             """).map { $0.string(0) }
     }
 
@@ -219,13 +223,15 @@ extension PostgresJobStore {
 
     /// Grants up to the wanted number of slots per host, in a few statements whatever the number
     /// of hosts, and without waiting for another claimer (a lock held to its commit would make
-    /// every claimer wait for every other's). The slot's index arbitrates: a slot is a row keyed
-    /// (host, index), its index below the host's cap, so a host never has more live slots than
-    /// its cap has indices. A claimer takes an index only under a transaction-scoped advisory lock
-    /// it gets without waiting (`pg_try_advisory_xact_lock`): an index another claimer is taking
-    /// is skipped, never waited on, and one another committed is refused by the key (`ON CONFLICT
-    /// DO NOTHING`). A host that still has live slots at an index beyond a lowered cap gets none
-    /// until those are renewed away (no slot at such an index can be granted anew).
+    /// every claimer wait for every other's). A slot is a row keyed (host, index), its index below
+    /// the host's cap, so a host never has more live slots than its cap has indices. Rows are
+    /// kept and reused, never deleted (a slot given back or expired is a row whose time has
+    /// passed), so its writes change no index and leave no dead index entries behind. A claimer
+    /// takes a free row `FOR UPDATE SKIP LOCKED` (one another claimer is taking, renewing or
+    /// giving back is skipped, never waited on); a row that does not exist yet is made under a
+    /// transaction-scoped advisory lock got without waiting, `ON CONFLICT DO NOTHING`. A host
+    /// that still has live slots at an index beyond a lowered cap gets none until those are
+    /// renewed away (no slot at such an index can be granted anew).
     func grantSlots(_ wanted: [Int: Int], owner: String, now: Int, leaseMilliseconds: Int) throws -> ([SlotLease], [Int: Int]) {
         let asked = wanted.filter { $0.value > 0 }
         guard !asked.isEmpty else { return ([], [:]) }
@@ -239,33 +245,50 @@ extension PostgresJobStore {
         }
         guard !open.isEmpty else { return ([], caps) }
         open.sort()
-        // Expired slots go; those another claimer is removing already are skipped, not waited on.
-        try run("""
-            DELETE FROM host_slots WHERE (host_id, slot) IN (
-                SELECT host_id, slot FROM host_slots WHERE host_id = ANY($1::bigint[]) AND expires_at <= $2
-                FOR UPDATE SKIP LOCKED)
-            """, [.ints(open), .int(now)])
-        var taken: [Int: Set<Int>] = [:]
-        for row in try rows("SELECT host_id, slot FROM host_slots WHERE host_id = ANY($1::bigint[])", [.ints(open)]) {
-            taken[row.int(0), default: []].insert(row.int(1))
+        var live: [Int: Set<Int>] = [:], idle: [Int: Set<Int>] = [:]
+        for row in try rows("SELECT host_id, slot, expires_at > $2 FROM host_slots WHERE host_id = ANY($1::bigint[])",
+                            [.ints(open), .int(now)]) {
+            if row.bool(2) { live[row.int(0), default: []].insert(row.int(1)) } else { idle[row.int(0), default: []].insert(row.int(1)) }
         }
-        var grantHosts: [Int] = [], grantIndices: [Int] = []
+        var reuseHosts: [Int] = [], reuseIndices: [Int] = [], makeHosts: [Int] = [], makeIndices: [Int] = []
         for host in open {
-            let cap = caps[host] ?? 1, used = taken[host] ?? [], count = asked[host] ?? 0
+            let cap = caps[host] ?? 1, used = live[host] ?? [], count = asked[host] ?? 0
             guard used.allSatisfy({ $0 < cap }) else { continue }  // beyond a lowered cap: wait
-            let free = (0..<cap).filter { !used.contains($0) }.prefix(count)
-            grantHosts += free.map { _ in host }
-            grantIndices += free
+            for index in (0..<cap).filter({ !used.contains($0) }).prefix(count) {
+                if idle[host]?.contains(index) == true {
+                    reuseHosts.append(host)
+                    reuseIndices.append(index)
+                } else {
+                    makeHosts.append(host)
+                    makeIndices.append(index)
+                }
+            }
         }
         var granted: [SlotLease] = []
-        if !grantHosts.isEmpty {
+        let expiry = now + leaseMilliseconds
+        if !reuseHosts.isEmpty {
+            for row in try rows("""
+                WITH free AS (
+                    SELECT s.host_id, s.slot FROM host_slots s JOIN unnest($1::bigint[], $2::int[]) AS g(h, i)
+                        ON s.host_id = g.h AND s.slot = g.i
+                    WHERE s.expires_at <= $5
+                    FOR UPDATE OF s SKIP LOCKED
+                )
+                UPDATE host_slots s SET owner = $3, token = gen_random_uuid()::text, expires_at = $4
+                FROM free WHERE s.host_id = free.host_id AND s.slot = free.slot
+                RETURNING s.host_id, s.slot, s.token
+                """, [.ints(reuseHosts), .ints(reuseIndices), .text(owner), .int(expiry), .int(now)]) {
+                granted.append(SlotLease(hostID: row.int(0), index: row.int(1), token: row.string(2)))
+            }
+        }
+        if !makeHosts.isEmpty {
             for row in try rows("""
                 INSERT INTO host_slots (host_id, slot, owner, token, expires_at)
                 SELECT h, s, $3, gen_random_uuid()::text, $4 FROM unnest($1::bigint[], $2::int[]) AS g(h, s)
                 WHERE pg_try_advisory_xact_lock(\(Self.slotLockSpace) | (h << 16) | s)
                 ON CONFLICT (host_id, slot) DO NOTHING
                 RETURNING host_id, slot, token
-                """, [.ints(grantHosts), .ints(grantIndices), .text(owner), .int(now + leaseMilliseconds)]) {
+                """, [.ints(makeHosts), .ints(makeIndices), .text(owner), .int(expiry)]) {
                 granted.append(SlotLease(hostID: row.int(0), index: row.int(1), token: row.string(2)))
             }
         }
@@ -286,6 +309,11 @@ extension PostgresJobStore {
                 FOR NO KEY UPDATE SKIP LOCKED)
             """, [.ints(short), .ints(served), .text(owner), .int(now)])
         return (granted, caps)
+    }
+
+    /// Frees every slot of `owners` (their processes are gone).
+    func freeSlots(ofOwners owners: [String]) throws {
+        try run("UPDATE host_slots SET expires_at = 0, owner = '', token = '' WHERE owner = ANY($1::text[])", [.texts(owners)])
     }
 
     /// The advisory-lock keys of slot indices: "hs" in the top 16 bits, then the host id, then
@@ -310,7 +338,8 @@ extension PostgresJobStore {
     func releaseSlots(_ slots: [SlotLease]) throws {
         guard !slots.isEmpty else { return }
         try run("""
-            DELETE FROM host_slots s USING unnest($1::bigint[], $2::int[], $3::text[]) AS r(host_id, slot, token)
+            UPDATE host_slots s SET expires_at = 0, owner = '', token = ''
+            FROM unnest($1::bigint[], $2::int[], $3::text[]) AS r(host_id, slot, token)
             WHERE s.host_id = r.host_id AND s.slot = r.slot AND s.token = r.token
             """, [.ints(slots.map(\.hostID)), .ints(slots.map(\.index)), .texts(slots.map(\.token))])
     }
