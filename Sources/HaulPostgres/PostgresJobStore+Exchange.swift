@@ -6,6 +6,7 @@ extension PostgresJobStore {
     public func exchange(_ request: Exchange) throws -> ExchangeResult {
         // The heartbeat commits on its own, first: an exchange waiting on another worker's locks
         // does not make this worker look silent, and an evicted worker writes nothing.
+        try ensureConnected()
         try beatIfDue(owner: request.owner, name: request.worker)
         // What the transaction tells this store is kept only once it committed (a retried body
         // must find the store as it was).

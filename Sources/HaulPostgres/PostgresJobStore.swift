@@ -54,16 +54,15 @@ public final class PostgresJobStore: JobStore {
         try connection.execute("SET idle_in_transaction_session_timeout = \(max(100, timeout / 4))")
     }
 
-    /// Runs `body`, and once more on a new connection when the server ended the old one (it was
-    /// idle in a transaction too long, or restarted).
-    func reconnecting<T>(_ body: () throws -> T) throws -> T {
-        do {
-            return try body()
-        } catch let error as PostgresError where error.isConnectionFailure && !connection.isConnected {
-            connection = try PostgresConnection(url: url)
-            try limitIdleTransactions()
-            return try body()
-        }
+    /// Opens a new session when the server ended the old one (it was idle in a transaction too
+    /// long, or the server restarted). Nothing is run again: what failed with the old session was
+    /// reported to its caller. A new session may follow a stall, so the next exchange checks this
+    /// worker's registration before anything else.
+    func ensureConnected() throws {
+        guard !connection.isConnected else { return }
+        connection = try PostgresConnection(url: url)
+        try limitIdleTransactions()
+        lastHeartbeat = Int.min / 2
     }
 
     public var location: String { connection.location }
@@ -85,21 +84,19 @@ public final class PostgresJobStore: JobStore {
 
     /// One write transaction with the server's time at its start.
     func write<T>(_ body: (_ now: Int) throws -> T) throws -> T {
-        try reconnecting {
-            try connection.transaction {
-                let now = try serverNow()
-                skew = now - (Self.localNow() + clockOffset)
-                return try body(now)
-            }
+        try ensureConnected()
+        return try connection.transaction {
+            let now = try serverNow()
+            skew = now - (Self.localNow() + clockOffset)
+            return try body(now)
         }
     }
 
     /// One read-only transaction on one snapshot.
     func read<T>(_ body: (_ now: Int) throws -> T) throws -> T {
-        try reconnecting {
-            try connection.transaction(.repeatableRead) {
-                try body(try serverNow())
-            }
+        try ensureConnected()
+        return try connection.transaction(.repeatableRead) {
+            try body(try serverNow())
         }
     }
 

@@ -109,10 +109,15 @@ final class PostgresWorkersTests: XCTestCase {
         }
     }
 
-    private func checkFiles(_ h: RunHarness, _ servers: [FaultServer], files: Int, file: StaticString = #filePath, line: UInt = #line) {
+    /// Every file whole, no temp file left, and (`checkCap`) never more than 2 requests at once
+    /// on a host.
+    private func checkFiles(_ h: RunHarness, _ servers: [FaultServer], files: Int, checkCap: Bool = true,
+                            file: StaticString = #filePath, line: UInt = #line) {
         for (index, server) in servers.enumerated() {
-            XCTAssertLessThanOrEqual(server.maxConcurrent, 2, "\(server.hostKey) had \(server.maxConcurrent) requests at once",
-                                     file: file, line: line)
+            if checkCap {
+                XCTAssertLessThanOrEqual(server.maxConcurrent, 2, "\(server.hostKey) had \(server.maxConcurrent) requests at once",
+                                         file: file, line: line)
+            }
             for name in 0..<files where h.contents("h\(index)/f\(name)") != Self.body(server.host, "/f\(name)") {
                 XCTFail("h\(index)/f\(name) is wrong or missing", file: file, line: line)
             }
@@ -202,9 +207,13 @@ final class PostgresWorkersTests: XCTestCase {
         XCTAssertTrue(woken.stderrText.contains("taken off the queue"), woken.stderrText)
         let finished = other.wait(timeout: 90)
         print("stalled worker: the other finished \(Date().timeIntervalSince(takenOff)) s after")
+        XCTAssertLessThan(Date().timeIntervalSince(takenOff), 30,
+                          "the other worker waited for leases: the woken worker claimed after it was taken off")
         XCTAssertFalse(finished.timedOut)
         XCTAssertEqual(finished.status, 0, finished.stderrText)
-        checkFiles(h, servers, files: 20)
+        // Not the cap: the stopped worker's connections stay open at the server while it sleeps,
+        // and no lease can close them; the cap holds over the workers that run.
+        checkFiles(h, servers, files: 20, checkCap: false)
         XCTAssertEqual(try h.counts()["done"], 80)
     }
 }
