@@ -345,14 +345,19 @@ extension PostgresJobStore {
             """, [.ints(slots.map(\.hostID)), .ints(slots.map(\.index)), .texts(slots.map(\.token))])
     }
 
-    /// Which of `hosts` another worker wants a slot of (only those this owner holds slots of),
-    /// and which are paused (until when, on this worker's clock).
+    /// Which of `hosts` another worker wants a slot of while this one holds more than its fair
+    /// share of the cap (the cap over the workers holding or wanting its slots, at least 1), and
+    /// which are paused (until when, on this worker's clock). A holder at its share keeps its
+    /// slots: two workers settle at half the cap each instead of passing slots back and forth.
     func hostConditions(_ hosts: Set<Int>, owner: String, now: Int) throws -> (Set<Int>, [Int: Int]) {
         var contended = Set<Int>()
         var paused: [Int: Int] = [:]
         for row in try rows("""
             SELECT h.id, h.wanted_by IS NOT NULL AND h.wanted_by <> $2 AND h.wanted_at >= $3::bigint - \(Self.contentionWindow)
-                AND EXISTS (SELECT 1 FROM host_slots s WHERE s.host_id = h.id AND s.owner = $2 AND s.expires_at > $3),
+                AND (SELECT count(*) FROM host_slots s WHERE s.host_id = h.id AND s.owner = $2 AND s.expires_at > $3)
+                    > greatest(1, \(Self.capOfHost)
+                        / (2 + (SELECT count(DISTINCT s.owner) FROM host_slots s
+                                WHERE s.host_id = h.id AND s.expires_at > $3 AND s.owner <> $2 AND s.owner <> h.wanted_by))),
                 h.paused_until
             FROM hosts h WHERE h.id = ANY($1::bigint[])
             """, [.ints(Array(hosts)), .text(owner), .int(now)]) {

@@ -162,12 +162,18 @@ extension JobQueue {
         for slot in slots { try drop.run([slot.hostID, slot.index, slot.token]) }
     }
 
-    /// Which of `hosts` another claimer wants a slot of (only those we hold slots of), and which
-    /// are paused.
+    /// Which of `hosts` another claimer wants a slot of while this one holds more than its fair
+    /// share of the cap (the cap over the claimers holding or wanting its slots, at least 1), and
+    /// which are paused. A holder at its share keeps its slots: two claimers settle at half the
+    /// cap each instead of passing slots back and forth.
     private func hostConditions(_ hosts: Set<Int>, owner: String, now: Int) throws -> (Set<Int>, [Int: Int]) {
         let read = try database.statement("""
             SELECT wanted_by, wanted_at, paused_until,
-                EXISTS (SELECT 1 FROM host_slots s WHERE s.host_id = hosts.id AND s.owner = ?2 AND s.expires_at > ?3)
+                (SELECT count(*) FROM host_slots s WHERE s.host_id = hosts.id AND s.owner = ?2 AND s.expires_at > ?3)
+                > max(1, (SELECT \(Self.capOfHost) FROM hosts h WHERE h.id = ?1)
+                    / (1 + (SELECT count(DISTINCT s.owner) FROM host_slots s
+                            WHERE s.host_id = hosts.id AND s.expires_at > ?3 AND s.owner <> ?2
+                                AND s.owner IS NOT coalesce(hosts.wanted_by, '')) + 1))
             FROM hosts WHERE id = ?1
             """)
         var contended = Set<Int>()
