@@ -190,41 +190,39 @@ extension PostgresJobStore {
 
     /// The rest of a snapshot beside `counts` (rows of state, jobs, expected, received, unknown).
     private func snapshot(now: Int, counts: PostgresRows) throws -> QueueStatus {
-        do {
-            var status = QueueStatus()
-            for row in counts {
-                guard let state = JobState(rawValue: row.string(0)) else { continue }
-                let (count, expected, received, unknown) = (row.int(1), row.int(2), row.int(3), row.int(4))
-                status.counts[state] = count
-                if state != .cancelled {
-                    status.expectedBytes += expected
-                    status.receivedBytes += received
-                    status.unknownSize += unknown
-                }
-                if state == .queued || state == .running {
-                    status.pendingBytes += max(0, expected - received)
-                    status.pendingUnknownSize += unknown
-                }
+        var status = QueueStatus()
+        for row in counts {
+            guard let state = JobState(rawValue: row.string(0)) else { continue }
+            let (count, expected, received, unknown) = (row.int(1), row.int(2), row.int(3), row.int(4))
+            status.counts[state] = count
+            if state != .cancelled {
+                status.expectedBytes += expected
+                status.receivedBytes += received
+                status.unknownSize += unknown
             }
-            let retry = try one("""
-                SELECT count(*), min(next_attempt_at) FROM jobs WHERE state = 'queued' AND next_attempt_at > 0 AND next_attempt_at > $1
-                """, [.int(now)])
-            status.waitingForRetry = retry.int(0)
-            status.nextRetryAt = retry.optionalInt(1)
-            status.pausedHosts = try rows("""
-                SELECT host, paused_until, pause_reason FROM hosts WHERE paused_until > $1 ORDER BY paused_until
-                """, [.int(now)]).map { (host: $0.string(0), until: $0.int(1), reason: $0.optionalString(2)) }
-            status.slotsHeld = try one("SELECT count(*) FROM host_slots WHERE expires_at > $1", [.int(now)]).int(0)
-            status.limitedHosts = try rows("""
-                SELECT h.host, h.current_limit, \(Self.capOfHost) FROM hosts h
-                WHERE h.current_limit IS NOT NULL AND EXISTS (SELECT 1 FROM host_slots s WHERE s.host_id = h.id AND s.expires_at > $1)
-                ORDER BY h.host
-                """, [.int(now)]).map { (host: $0.string(0), limit: $0.int(1), cap: $0.int(2)) }
-            status.topFailures = try rows("""
-                SELECT coalesce(error_kind, last_error) AS kind, count(*) AS n FROM jobs WHERE state = 'failed'
-                GROUP BY kind ORDER BY n DESC, kind LIMIT 5
-                """).map { (reason: $0.optionalString(0) ?? "unknown", count: $0.int(1)) }
-            return status
+            if state == .queued || state == .running {
+                status.pendingBytes += max(0, expected - received)
+                status.pendingUnknownSize += unknown
+            }
         }
+        let retry = try one("""
+            SELECT count(*), min(next_attempt_at) FROM jobs WHERE state = 'queued' AND next_attempt_at > 0 AND next_attempt_at > $1
+            """, [.int(now)])
+        status.waitingForRetry = retry.int(0)
+        status.nextRetryAt = retry.optionalInt(1)
+        status.pausedHosts = try rows("""
+            SELECT host, paused_until, pause_reason FROM hosts WHERE paused_until > $1 ORDER BY paused_until
+            """, [.int(now)]).map { (host: $0.string(0), until: $0.int(1), reason: $0.optionalString(2)) }
+        status.slotsHeld = try one("SELECT count(*) FROM host_slots WHERE expires_at > $1", [.int(now)]).int(0)
+        status.limitedHosts = try rows("""
+            SELECT h.host, h.current_limit, \(Self.capOfHost) FROM hosts h
+            WHERE h.current_limit IS NOT NULL AND EXISTS (SELECT 1 FROM host_slots s WHERE s.host_id = h.id AND s.expires_at > $1)
+            ORDER BY h.host
+            """, [.int(now)]).map { (host: $0.string(0), limit: $0.int(1), cap: $0.int(2)) }
+        status.topFailures = try rows("""
+            SELECT coalesce(error_kind, last_error) AS kind, count(*) AS n FROM jobs WHERE state = 'failed'
+            GROUP BY kind ORDER BY n DESC, kind LIMIT 5
+            """).map { (reason: $0.optionalString(0) ?? "unknown", count: $0.int(1)) }
+        return status
     }
 }

@@ -83,6 +83,7 @@ public final class PostgresJobStore: JobStore {
     static func localNow() -> Int { Int(Date().timeIntervalSince1970 * 1000) }
 
     /// One write transaction with the server's time at its start.
+    @discardableResult
     func write<T>(_ body: (_ now: Int) throws -> T) throws -> T {
         try ensureConnected()
         return try connection.transaction {

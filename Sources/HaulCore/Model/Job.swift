@@ -46,38 +46,15 @@ public struct Job: Sendable, Equatable {
     /// The URL with any credentials hidden, for display.
     public var redactedURL: String { HTTPURL.redact(url) }
 
-    /// A job as a store other than SQLite (or a test) makes it.
+    /// A job with the fields tests set, the others at their defaults.
     init(id: Int, url: String, host: String, hostID: Int, destination: String, state: JobState = .running, attempts: Int = 1,
          maxAttempts: Int = 5, etag: String? = nil, lastModified: String? = nil, expectedBytes: Int? = nil,
          createdAt: Int = 0, profileID: Int? = nil, ifExists: ExistingFilePolicy = .skip, placed: PlacedFile? = nil) {
-        self.id = id
-        self.url = url
-        self.host = host
-        self.hostID = hostID
-        self.destination = destination
-        self.state = state
-        self.attempts = attempts
-        self.maxAttempts = maxAttempts
-        nextAttemptAt = 0
-        leaseToken = nil
-        leaseOwner = nil
-        leaseExpiresAt = nil
-        lastStatus = nil
-        lastError = nil
-        errorKind = nil
-        self.expectedBytes = expectedBytes
-        receivedBytes = 0
-        self.etag = etag
-        self.lastModified = lastModified
-        checksum = nil
-        self.createdAt = createdAt
-        updatedAt = createdAt
-        finishedAt = nil
-        self.profileID = profileID
-        self.ifExists = ifExists
-        kept = false
-        self.placed = placed
-        placedBy = nil
+        self.init(id: id, url: url, host: host, hostID: hostID, destination: destination, state: state, attempts: attempts,
+                  maxAttempts: maxAttempts, nextAttemptAt: 0, leaseToken: nil, leaseOwner: nil, leaseExpiresAt: nil,
+                  lastStatus: nil, lastError: nil, errorKind: nil, expectedBytes: expectedBytes, receivedBytes: 0,
+                  etag: etag, lastModified: lastModified, checksum: nil, createdAt: createdAt, updatedAt: createdAt,
+                  finishedAt: nil, profileID: profileID, ifExists: ifExists, kept: false, placed: placed, placedBy: nil)
     }
 
     /// Every field, as a store reads them from its rows.
