@@ -31,7 +31,7 @@ struct CommandSpec {
         let flags = options.map { option in
             "[\(option.names.last!)\(option.value.map { option.optionalValue ? " [\($0)]" : " \($0)" } ?? "")]"
         }.joined(separator: " ")
-        return "haul \(name) \(flags) [--db PATH] \(arguments)".replacingOccurrences(of: "  ", with: " ")
+        return "haul \(name) \(flags) [--db PATH|URL] \(arguments)".replacingOccurrences(of: "  ", with: " ")
             .trimmingCharacters(in: .whitespaces)
     }
 
