@@ -16,6 +16,11 @@ extension PostgresJobStore {
             swept = false
             claimedHosts = []
             var result = ExchangeResult()
+            // An evicted worker writes nothing, whenever it was evicted: its heartbeat may have
+            // passed just before a stall. FOR SHARE: a sweep evicting it now waits for this
+            // exchange to commit, then takes back what it claimed.
+            if try rows("SELECT evicted_at FROM workers WHERE owner = $1 FOR SHARE", [.text(request.owner)])
+                .first?.optionalInt(0) != nil { throw WorkerEvicted(owner: request.owner) }
             // Renewals first: a lease that lapsed is not renewed, and its outcome below is then
             // judged under whoever holds the job now.
             result.lostJobs = try renewJobs(request.renewJobs, now: now, leaseMilliseconds: request.leaseMilliseconds)
@@ -52,7 +57,7 @@ extension PostgresJobStore {
             return result
         }
         if swept { lastExpiry = Self.localNow() + clockOffset + skew }
-        if let last = claimedHosts.last { claimCursor = last }
+        if let last = claimedHosts.last { claimCursor = last }  // also the last host looked at, when none gave a job
         return answer
     }
 
@@ -152,8 +157,8 @@ extension PostgresJobStore {
     public func leaseOwners() throws -> [String] {
         try rows("""
             SELECT lease_owner FROM jobs WHERE state = 'running' AND lease_owner IS NOT NULL
-            UNION SELECT owner FROM host_slots WHERE owner <> ''
-            """).map { $0.string(0) }
+            UNION SELECT owner FROM host_slots WHERE owner <> '' AND expires_at > $1
+            """, [.int(try serverNow())]).map { $0.string(0) }
     }
 
     public func runningJobsByOwner() throws -> [(owner: String, jobs: Int)] {
@@ -272,7 +277,8 @@ extension PostgresJobStore {
                 WITH free AS (
                     SELECT s.host_id, s.slot FROM host_slots s JOIN unnest($1::bigint[], $2::int[]) AS g(h, i)
                         ON s.host_id = g.h AND s.slot = g.i
-                    WHERE s.expires_at <= $5
+                        JOIN hosts h ON h.id = s.host_id
+                    WHERE s.expires_at <= $5 AND s.slot < \(Self.capOfHost)
                     FOR UPDATE OF s SKIP LOCKED
                 )
                 UPDATE host_slots s SET owner = $3, token = gen_random_uuid()::text, expires_at = $4
@@ -285,8 +291,9 @@ extension PostgresJobStore {
         if !makeHosts.isEmpty {
             for row in try rows("""
                 INSERT INTO host_slots (host_id, slot, owner, token, expires_at)
-                SELECT h, s, $3, gen_random_uuid()::text, $4 FROM unnest($1::bigint[], $2::int[]) AS g(h, s)
-                WHERE pg_try_advisory_xact_lock(\(Self.slotLockSpace) | (h << 16) | s)
+                SELECT g.h, g.s, $3, gen_random_uuid()::text, $4 FROM unnest($1::bigint[], $2::int[]) AS g(h, s)
+                    JOIN hosts h ON h.id = g.h
+                WHERE g.s < \(Self.capOfHost) AND pg_try_advisory_xact_lock(\(Self.slotLockSpace) | (g.h << 16) | g.s)
                 ON CONFLICT (host_id, slot) DO NOTHING
                 RETURNING host_id, slot, token
                 """, [.ints(makeHosts), .ints(makeIndices), .text(owner), .int(expiry)]) {
@@ -345,19 +352,17 @@ extension PostgresJobStore {
             """, [.ints(slots.map(\.hostID)), .ints(slots.map(\.index)), .texts(slots.map(\.token))])
     }
 
-    /// Which of `hosts` another worker wants a slot of while this one holds more than its fair
-    /// share of the cap (the cap over the workers holding or wanting its slots, at least 1), and
-    /// which are paused (until when, on this worker's clock). A holder at its share keeps its
-    /// slots: two workers settle at half the cap each instead of passing slots back and forth.
+    /// Which of `hosts` another worker wants a slot of while this one holds at least two more of
+    /// its slots than that worker, and which are paused (until when, on this worker's clock).
+    /// Each slot given back narrows the gap, so workers settle at shares that differ by one at
+    /// most instead of passing a slot back and forth (two on a cap of 16: 8 each).
     func hostConditions(_ hosts: Set<Int>, owner: String, now: Int) throws -> (Set<Int>, [Int: Int]) {
         var contended = Set<Int>()
         var paused: [Int: Int] = [:]
         for row in try rows("""
             SELECT h.id, h.wanted_by IS NOT NULL AND h.wanted_by <> $2 AND h.wanted_at >= $3::bigint - \(Self.contentionWindow)
                 AND (SELECT count(*) FROM host_slots s WHERE s.host_id = h.id AND s.owner = $2 AND s.expires_at > $3)
-                    > greatest(1, \(Self.capOfHost)
-                        / (2 + (SELECT count(DISTINCT s.owner) FROM host_slots s
-                                WHERE s.host_id = h.id AND s.expires_at > $3 AND s.owner <> $2 AND s.owner <> h.wanted_by))),
+                    > 1 + (SELECT count(*) FROM host_slots s WHERE s.host_id = h.id AND s.owner = h.wanted_by AND s.expires_at > $3),
                 h.paused_until
             FROM hosts h WHERE h.id = ANY($1::bigint[])
             """, [.ints(Array(hosts)), .text(owner), .int(now)]) {
@@ -464,6 +469,8 @@ extension PostgresJobStore {
             for (_, list) in queues where depth < list.count { leases.append(list[depth]) }
             depth += 1
         }
+        // Nothing from the hosts looked at (all full in this claimer's hands): move on past them.
+        if claimedFrom.isEmpty, let last = found.last?.int(0) { claimedFrom.append(last) }
         return (leases, claimedFrom)
     }
 

@@ -162,18 +162,15 @@ extension JobQueue {
         for slot in slots { try drop.run([slot.hostID, slot.index, slot.token]) }
     }
 
-    /// Which of `hosts` another claimer wants a slot of while this one holds more than its fair
-    /// share of the cap (the cap over the claimers holding or wanting its slots, at least 1), and
-    /// which are paused. A holder at its share keeps its slots: two claimers settle at half the
-    /// cap each instead of passing slots back and forth.
+    /// Which of `hosts` another claimer wants a slot of while this one holds at least two more of
+    /// its slots than that claimer, and which are paused. Each slot given back narrows the gap, so
+    /// claimers settle at shares that differ by one at most instead of passing a slot back and
+    /// forth (two on a cap of 16: 8 each).
     private func hostConditions(_ hosts: Set<Int>, owner: String, now: Int) throws -> (Set<Int>, [Int: Int]) {
         let read = try database.statement("""
             SELECT wanted_by, wanted_at, paused_until,
                 (SELECT count(*) FROM host_slots s WHERE s.host_id = hosts.id AND s.owner = ?2 AND s.expires_at > ?3)
-                > max(1, (SELECT \(Self.capOfHost) FROM hosts h WHERE h.id = ?1)
-                    / (1 + (SELECT count(DISTINCT s.owner) FROM host_slots s
-                            WHERE s.host_id = hosts.id AND s.expires_at > ?3 AND s.owner <> ?2
-                                AND s.owner IS NOT coalesce(hosts.wanted_by, '')) + 1))
+                > 1 + (SELECT count(*) FROM host_slots s WHERE s.host_id = hosts.id AND s.owner IS hosts.wanted_by AND s.expires_at > ?3)
             FROM hosts WHERE id = ?1
             """)
         var contended = Set<Int>()
