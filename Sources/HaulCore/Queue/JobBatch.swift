@@ -5,6 +5,10 @@
 /// heap blocks a line), and handing it from the parsing thread to the writing thread moves three
 /// buffers. The destination key and a batch-local host number are computed when a line is
 /// appended, on the parsing thread, so the writing thread only binds and inserts.
+///
+/// Guarantees: entries keep the order lines were appended in; each entry's key is the FNV-1a hash
+/// of exactly its destination's UTF-8 (`destinationKey`), as every store keys destinations;
+/// `hosts` lists each host key once, in order of first appearance.
 public struct JobBatch: Sendable {
     public struct Entry: Sendable {
         /// Where the line's URL starts in `text`; its destination follows it, then its checksum.

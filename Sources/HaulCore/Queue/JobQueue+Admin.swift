@@ -43,6 +43,8 @@ public struct JobFilter: Sendable {
 }
 
 /// Telling `host:port` from a bare host, IPv6 literals included.
+///
+/// Guarantees: `[v6]` and `name` have no port; `[v6]:port` and `name:port` do.
 public enum HostName {
     /// True for `host:port` (and `[v6]:port`), false for a bare host.
     public static func hasPort(_ text: String) -> Bool {
