@@ -107,6 +107,14 @@ public final class PostgresJobStore: JobStore {
         try run("UPDATE queue_settings SET value = $1 WHERE name = 'worker_timeout_ms'", [.int(milliseconds)])
     }
 
+    /// Takes a worker whose run ended off the list (one evicted stays, marked, until the sweep
+    /// forgets it).
+    public func leave(owner: String) throws {
+        try ensureConnected()
+        try run("DELETE FROM workers WHERE owner = $1 AND evicted_at IS NULL", [.text(owner)])
+        if registeredOwner == owner { registeredOwner = nil }
+    }
+
     /// Workers registered and not evicted, with their names and last heartbeats (server ms).
     public func workers() throws -> [(owner: String, name: String, heartbeatAt: Int)] {
         try rows("SELECT owner, name, heartbeat_at FROM workers WHERE evicted_at IS NULL ORDER BY owner").map {

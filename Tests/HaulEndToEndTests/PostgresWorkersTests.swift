@@ -132,6 +132,13 @@ final class PostgresWorkersTests: XCTestCase {
         defer { for server in servers { server.stop() } }
         try h.add(lines(servers, files: 60))
         let workers = try (1...3).map { try h.start(["run", "--per-host", "2", "-j", "8", "--quiet", "--worker", "w\($0)"]) }
+        // While they run, `haul status` names them (a worker registers with its first exchange
+        // and leaves when its run ends).
+        var seen = Set<String>()
+        XCTAssertTrue(try RunHarness.poll(timeout: 20) {
+            seen.formUnion((try h.status()["workers"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String })
+            return seen == ["w1", "w2", "w3"]
+        }, "status named only \(seen)")
         let results = workers.map { $0.wait(timeout: 120) }
         for result in results {
             XCTAssertFalse(result.timedOut)
@@ -141,6 +148,7 @@ final class PostgresWorkersTests: XCTestCase {
         for server in servers { XCTAssertEqual(server.allRequests.count, 60, "\(server.hostKey): each file is fetched once") }
         XCTAssertGreaterThanOrEqual(tracker.maxConcurrent, 4, "hosts ran in parallel")
         XCTAssertEqual(try h.counts()["done"], 240)
+        XCTAssertEqual((try h.status()["workers"] as? [[String: Any]])?.count, 0, "workers whose runs ended are still listed")
         let export = try h.run(["export"])
         let placers = Set(export.stdoutText.split(separator: "\n").compactMap { runTestJSON(String($0))?["placed_by"] as? String })
         XCTAssertTrue(placers.isSubset(of: ["w1", "w2", "w3"]) && placers.count >= 2, "placed by \(placers)")

@@ -54,7 +54,11 @@ public final class DownloadEngine: Sendable {
         if removed > 0 { runner.emit(.warning("removed \(removed) temp files that no job owns any more")) }
         var summary = try await runner.run()
         summary.elapsed = Date().timeIntervalSince(started)
-        summary.finalCounts = try await store.perform { try $0.status().counts }
+        let owner = ProcessIdentity.current.description
+        summary.finalCounts = try await store.perform { store in
+            try? store.leave(owner: owner)  // a run that ended holds nothing; failing to say so only leaves a stale name
+            return try store.status().counts
+        }
         return summary
     }
 }

@@ -37,6 +37,8 @@ public protocol JobStore: AnyObject {
     func recentStatus() throws -> QueueStatus
     /// Sets the cap of every host without its own (`host` nil), or of one host.
     func setHostCap(_ cap: Int, host: String?) throws
+    /// A run that ended (holding nothing any more) leaves the store's list of workers.
+    func leave(owner: String) throws
 
     // MARK: Adding
 
@@ -78,6 +80,9 @@ public protocol JobStore: AnyObject {
 extension JobStore {
     /// `status()`: its counts are cheap.
     public func recentStatus() throws -> QueueStatus { try status() }
+
+    /// A store without a list of workers has nothing to do.
+    public func leave(owner: String) throws {}
 
     /// `add(_:maxAttempts:profileID:ifExists:)` for parsed lines.
     public func add(_ lines: [InputLine], maxAttempts: Int = 5, profileID: Int? = nil,

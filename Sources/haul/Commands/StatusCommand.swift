@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import HaulCore
+import HaulPostgres
 
 enum StatusCommand: Command {
     static let spec = CommandSpec(
@@ -43,11 +44,15 @@ enum StatusCommand: Command {
         let abandoned: Int
         let now: Int
         let at: Double
+        /// The workers registered on a shared (PostgreSQL) queue, with their last heartbeats;
+        /// nil for a SQLite queue.
+        let workers: [(name: String, heartbeatAt: Int)]?
 
         init(_ queue: any JobStore) throws {
             status = try queue.status()
             now = try queue.now()
             at = Date().timeIntervalSince1970
+            workers = try (queue as? PostgresJobStore)?.workers().map { (name: $0.name, heartbeatAt: $0.heartbeatAt) }
             // Running jobs whose haul is gone (killed, crashed): the next run takes them back.
             abandoned = (status.counts[.running] ?? 0) == 0 ? 0 : try queue.runningJobsByOwner()
                 .filter { LeaseOwner($0.owner).map(ProcessIdentity.isDead) ?? false }
@@ -96,6 +101,11 @@ enum StatusCommand: Command {
                 .object([("reason", .string(HTTPURL.redact($0.reason))), ("count", .int($0.count))])
             })),
         ]
+        if let workers = snapshot.workers {
+            fields.append(("workers", .array(workers.map {
+                .object([("name", .string($0.name)), ("heartbeat_at", .string(Format.timestamp($0.heartbeatAt)))])
+            })))
+        }
         if watching {
             fields.insert(("time", .string(Format.timestamp(snapshot.now))), at: 0)
             fields.append(("rates", rates.map {
@@ -139,6 +149,10 @@ enum StatusCommand: Command {
         }
         for failure in status.topFailures {
             lines.append("\(Console.bold("failed")):  \(failure.count) × \(HTTPURL.redact(failure.reason))")
+        }
+        if let workers = snapshot.workers {
+            let named = workers.map { "\($0.name) (heard from \(max(0, (now - $0.heartbeatAt) / 1000)) s ago)" }
+            lines.append("\(Console.bold("workers")): \(workers.isEmpty ? "none running" : named.joined(separator: ", "))")
         }
         return lines
     }
