@@ -107,12 +107,7 @@ extension PostgresJobStore {
                 guard let holder = holders[batch.entries[index].key] else {
                     throw PostgresError(kind: .client, message: "destination conflict without a holder", sql: nil)
                 }
-                if holder.destination != batch.destination(index) {
-                    outcomes[index] = .rejected(.destinationKeyCollision(byJob: holder.id))
-                } else {
-                    outcomes[index] = holder.url == batch.url(index) ? .alreadyQueued(jobID: holder.id)
-                        : .rejected(.destinationTaken(byJob: holder.id, url: holder.url))
-                }
+                outcomes[index] = batch.outcome(of: index, heldBy: holder.id, url: holder.url, destination: holder.destination)
             }
             start += chunk.count
         }

@@ -147,8 +147,8 @@ extension PostgresJobStore {
                         placed_etag = CASE WHEN $7 THEN placed_etag END,
                         placed_last_modified = CASE WHEN $7 THEN placed_last_modified END
                     WHERE id = $8 AND state = 'done'
-                    """, [.int(now), .int(identity.map { Int($0.size) }), .int(identity.map { Int($0.modified) }),
-                          .int(identity.map { Int(Int64(bitPattern: $0.inode)) }), .int(identity.map { Int($0.changed) }),
+                    """, [.int(now), .int(identity?.stored.size), .int(identity?.stored.modified),
+                          .int(identity?.stored.inode), .int(identity?.stored.changed),
                           .bool(keepIdentity), .bool(job.conditional), .int(job.jobID)])
             }
             return changed

@@ -114,12 +114,17 @@ extension PostgresJobStore {
             WHERE (w.evicted_at IS NULL AND w.heartbeat_at < $1 - \(timeout) AND NOT \(holding))
                 OR w.evicted_at < $1 - 86400000
             """, [.int(now)])
-        if !gone.isEmpty {
-            try run("UPDATE jobs SET lease_expires_at = $1 WHERE state = 'running' AND lease_owner = ANY($2::text[])",
-                    [.int(now), .texts(gone)])
-            try freeSlots(ofOwners: gone)
-        }
+        try endLeases(ofOwners: gone, now: now)
         try expireLeases(now: now)
+    }
+
+    /// Makes the job leases of `owners` expire now and frees their slots (their processes are
+    /// gone); `expireLeases(now:)` then hands the jobs back.
+    private func endLeases(ofOwners owners: [String], now: Int) throws {
+        guard !owners.isEmpty else { return }
+        try run("UPDATE jobs SET lease_expires_at = $1 WHERE state = 'running' AND lease_owner = ANY($2::text[])",
+                [.int(now), .texts(owners)])
+        try run("UPDATE host_slots SET expires_at = 0, owner = '', token = '' WHERE owner = ANY($1::text[])", [.texts(owners)])
     }
 
     func expireLeases(now: Int) throws {
@@ -146,9 +151,7 @@ extension PostgresJobStore {
     public func expireLeases(ofOwners owners: [String]) throws {
         guard !owners.isEmpty else { return }
         try write { now in
-            try run("UPDATE jobs SET lease_expires_at = $1 WHERE state = 'running' AND lease_owner = ANY($2::text[])",
-                    [.int(now), .texts(owners)])
-            try freeSlots(ofOwners: owners)
+            try endLeases(ofOwners: owners, now: now)
             try run("DELETE FROM workers WHERE owner = ANY($1::text[])", [.texts(owners)])
             try expireLeases(now: now)
         }
@@ -194,10 +197,6 @@ extension PostgresJobStore {
             WHERE j.id = p.id AND j.lease_token = p.token AND j.state = 'running'
             """, [.int(now), .ints(updates.map(\.jobID)), .texts(updates.map(\.token)), .ints(updates.map(\.receivedBytes)),
                   .optionalInts(updates.map(\.expectedBytes)), .texts(updates.map(\.etag)), .texts(updates.map(\.lastModified))])
-    }
-
-    public func recordProgress(_ updates: [Progress]) throws {
-        try write { now in try recordProgress(updates, now: now) }
     }
 
     // MARK: Slots
@@ -317,11 +316,6 @@ extension PostgresJobStore {
                 FOR NO KEY UPDATE SKIP LOCKED)
             """, [.ints(short), .ints(served), .text(owner), .int(now)])
         return (granted, caps)
-    }
-
-    /// Frees every slot of `owners` (their processes are gone).
-    func freeSlots(ofOwners owners: [String]) throws {
-        try run("UPDATE host_slots SET expires_at = 0, owner = '', token = '' WHERE owner = ANY($1::text[])", [.texts(owners)])
     }
 
     /// The advisory-lock keys of slot indices: "hs" in the top 16 bits, then the host id, then

@@ -57,10 +57,10 @@ extension PostgresJobStore {
             SELECT id FROM done
             """, [.int(now), .ints(items.map(\.jobID)), .texts(items.map(\.token)), .ints(items.map(\.status)),
                   .ints(items.map(\.bytes)), .texts(placed.map { $0?.path }),
-                  .optionalInts(placed.map { $0.map { Int($0.identity.size) } }),
-                  .optionalInts(placed.map { $0.map { Int($0.identity.modified) } }),
-                  .optionalInts(placed.map { $0.map { Int(Int64(bitPattern: $0.identity.inode)) } }),
-                  .optionalInts(placed.map { $0.map { Int($0.identity.changed) } }),
+                  .optionalInts(placed.map { $0?.identity.stored.size }),
+                  .optionalInts(placed.map { $0?.identity.stored.modified }),
+                  .optionalInts(placed.map { $0?.identity.stored.inode }),
+                  .optionalInts(placed.map { $0?.identity.stored.changed }),
                   .texts(placed.map { $0?.metadata.etag }), .texts(placed.map { $0?.metadata.lastModified }),
                   .texts(placed.map { $0?.metadata.contentType }), .texts(placed.map { $0?.metadata.finalURL }),
                   .texts(placed.map { $0?.metadata.sha256 }), .text(worker.isEmpty ? nil : worker)])

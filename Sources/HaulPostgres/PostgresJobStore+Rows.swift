@@ -57,15 +57,12 @@ extension PostgresJobStore {
     static let selectJobs = "SELECT \(jobColumns()) FROM jobs j JOIN hosts h ON h.id = j.host_id"
 
     static func job(_ row: PostgresRow) -> Job {
-        var placed: PlacedFile?
-        if let size = row.optionalInt(27), let modified = row.optionalInt(28), let inode = row.optionalInt(29),
-           let changed = row.optionalInt(30) {
-            placed = PlacedFile(path: row.optionalString(26),
-                                identity: FileIdentity(size: Int64(size), modified: Int64(modified), changed: Int64(changed),
-                                                       inode: UInt64(bitPattern: Int64(inode))),
-                                metadata: ResponseMetadata(etag: row.optionalString(31), lastModified: row.optionalString(32),
-                                                           contentType: row.optionalString(33), finalURL: row.optionalString(34),
-                                                           sha256: row.optionalString(35)))
+        let placed = FileIdentity(storedSize: row.optionalInt(27), modified: row.optionalInt(28), inode: row.optionalInt(29),
+                                  changed: row.optionalInt(30)).map {
+            PlacedFile(path: row.optionalString(26), identity: $0,
+                       metadata: ResponseMetadata(etag: row.optionalString(31), lastModified: row.optionalString(32),
+                                                  contentType: row.optionalString(33), finalURL: row.optionalString(34),
+                                                  sha256: row.optionalString(35)))
         }
         return Job(id: row.int(0), url: row.string(1), host: row.string(2), hostID: row.int(23), destination: row.string(3),
                    state: JobState(rawValue: row.string(4)) ?? .failed, attempts: row.int(5), maxAttempts: row.int(6),

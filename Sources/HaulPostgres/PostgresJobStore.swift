@@ -67,7 +67,7 @@ public final class PostgresJobStore: JobStore {
 
     public var location: String { connection.location }
 
-    /// How often an exchange that claims nothing looks for expired leases and silent workers, in ms.
+    /// How often a worker sweeps expired leases and silent workers (one worker at a time), in ms.
     static let expiryInterval = 1000
     /// How often a worker's exchanges beat its heart, in ms.
     static let heartbeatInterval = 1000

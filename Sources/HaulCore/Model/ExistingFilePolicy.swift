@@ -31,6 +31,19 @@ public struct FileIdentity: Sendable, Equatable {
     }
 }
 
+extension FileIdentity {
+    /// As a store keeps it: four integer columns (the inode's bits as a signed 64-bit integer).
+    public var stored: (size: Int, modified: Int, inode: Int, changed: Int) {
+        (Int(size), Int(modified), Int(Int64(bitPattern: inode)), Int(changed))
+    }
+
+    /// From a store's four columns; nil when any is missing (nothing was recorded).
+    public init?(storedSize size: Int?, modified: Int?, inode: Int?, changed: Int?) {
+        guard let size, let modified, let inode, let changed else { return nil }
+        self.init(size: Int64(size), modified: Int64(modified), changed: Int64(changed), inode: UInt64(bitPattern: Int64(inode)))
+    }
+}
+
 /// Where haul placed a job's file, what it was then, and what the server said of it.
 ///
 /// Guarantees: `path` is nil when the file went to the job's destination itself; the other

@@ -42,16 +42,12 @@ extension Job {
         ifExists = row.optionalString(23).flatMap(ExistingFilePolicy.init(rawValue:)) ?? .skip
         kept = row.int(24) != 0
         placedBy = row.optionalString(36)
-        if let size = row.optionalInt(26), let modified = row.optionalInt(27), let inode = row.optionalInt(28),
-           let changed = row.optionalInt(29) {
-            placed = PlacedFile(path: row.optionalString(25),
-                                identity: FileIdentity(size: Int64(size), modified: Int64(modified), changed: Int64(changed),
-                                                       inode: UInt64(bitPattern: Int64(inode))),
-                                metadata: ResponseMetadata(etag: row.optionalString(30), lastModified: row.optionalString(31),
-                                                           contentType: row.optionalString(32), finalURL: row.optionalString(33),
-                                                           sha256: row.optionalString(34)))
-        } else {
-            placed = nil
+        placed = FileIdentity(storedSize: row.optionalInt(26), modified: row.optionalInt(27), inode: row.optionalInt(28),
+                              changed: row.optionalInt(29)).map {
+            PlacedFile(path: row.optionalString(25), identity: $0,
+                       metadata: ResponseMetadata(etag: row.optionalString(30), lastModified: row.optionalString(31),
+                                                  contentType: row.optionalString(32), finalURL: row.optionalString(33),
+                                                  sha256: row.optionalString(34)))
         }
     }
 }

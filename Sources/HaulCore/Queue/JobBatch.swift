@@ -120,6 +120,14 @@ public struct JobBatch: Sendable {
 }
 
 extension JobBatch {
+    /// The outcome of entry `index` when another job (`id`, fetching `url` to `destination`)
+    /// already holds its destination key: the same job again (same URL and destination), or a
+    /// rejection naming that job. Every store judges a lost entry by this.
+    public func outcome(of index: Int, heldBy id: Int, url: String, destination: String) -> AddOutcome {
+        if destination != self.destination(index) { return .rejected(.destinationKeyCollision(byJob: id)) }
+        return url == self.url(index) ? .alreadyQueued(jobID: id) : .rejected(.destinationTaken(byJob: id, url: url))
+    }
+
     /// The 64-bit FNV-1a hash of a destination's UTF-8 bytes: every store keys destinations by it.
     public static func destinationKey(_ destination: String) -> Int {
         Int(Int64(bitPattern: FNV1a.hash(destination)))

@@ -166,8 +166,7 @@ extension JobQueue {
             throw SQLiteError(code: 0, message: "destination conflict without a holder", sql: holder.sql)
         }
         if newIDs.contains(id) { return .added(jobID: id) }
-        if destination != batch.destination(index) { return .rejected(.destinationKeyCollision(byJob: id)) }
-        return url == batch.url(index) ? .alreadyQueued(jobID: id) : .rejected(.destinationTaken(byJob: id, url: url))
+        return batch.outcome(of: index, heldBy: id, url: url, destination: destination)
     }
 
     /// `INSERT … VALUES (…), (…), …` for `rows` rows: ?1 is max_attempts, ?2 the time, and row

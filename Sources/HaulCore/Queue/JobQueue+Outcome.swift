@@ -56,9 +56,9 @@ extension JobQueue {
                     placed_etag = ?, placed_last_modified = ?, content_type = ?, final_url = ?, placed_sha256 = ?,
                     placed_by = coalesce(?, lease_owner)
                 WHERE id = ? AND lease_token = ? AND state = 'running'
-                """, status, bytes, bytes, now, now, placed?.path, placed.map { Int($0.identity.size) },
-                placed.map { Int($0.identity.modified) }, placed.map { Int(Int64(bitPattern: $0.identity.inode)) },
-                placed.map { Int($0.identity.changed) }, placed?.metadata.etag, placed?.metadata.lastModified,
+                """, status, bytes, bytes, now, now, placed?.path, placed?.identity.stored.size,
+                placed?.identity.stored.modified, placed?.identity.stored.inode,
+                placed?.identity.stored.changed, placed?.metadata.etag, placed?.metadata.lastModified,
                 placed?.metadata.contentType, placed?.metadata.finalURL, placed?.metadata.sha256, placedBy, jobID, token)
             guard database.changes == 1 else { throw StaleLeaseError(jobID: jobID) }
             try closeAttempt(jobID: jobID, token: token, now: now, status: status, error: nil, bytes: bytes)

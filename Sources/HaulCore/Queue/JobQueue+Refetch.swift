@@ -39,8 +39,8 @@ extension JobQueue {
             for job in jobs {
                 let identity = job.adopt
                 let keepIdentity = identity == nil && job.conditional
-                try update.run([now, identity.map { Int($0.size) }, identity.map { Int($0.modified) },
-                                identity.map { Int(Int64(bitPattern: $0.inode)) }, identity.map { Int($0.changed) },
+                try update.run([now, identity?.stored.size, identity?.stored.modified,
+                                identity?.stored.inode, identity?.stored.changed,
                                 keepIdentity ? 1 : 0, job.conditional ? 1 : 0, job.jobID])
                 changed += database.changes
             }
