@@ -68,4 +68,58 @@ final class CurlTransportTests: XCTestCase {
         XCTAssertEqual(result.failure, .timedOut(4), "the endless body ends at the total timeout")
         XCTAssertGreaterThan(disk.bytes, 1 << 20, "the body flowed again once the sink wrote")
     }
+
+    /// A sink that keeps nothing.
+    private final class Discard: BodySink {
+        func head(_ head: ResponseHead) -> HeadDisposition { .accept }
+        func body(_ bytes: UnsafeRawBufferPointer) throws {}
+    }
+
+    /// The engine runs on the loop's thread (`workQueue`) and starts the next transfer from a
+    /// transfer's end: that start must go through with no other thread's help, and blocks must
+    /// keep their order and run one after another, never inside each other.
+    func testWorkHandedInOnTheLoopsThreadRunsThereInOrderAndStartsTransfers() async throws {
+        let server = try FaultServer()
+        defer { server.stop(timeout: 3) }
+        server.route("/a", FaultServer.Response.ok(Data("first".utf8)))
+        server.route("/b", FaultServer.Response.ok(Data("second".utf8)))
+        let transport = try CurlTransport()
+        let queue = try XCTUnwrap(transport.workQueue, "libcurl's loop runs handed-in work")
+        final class Recorder: Sendable {
+            let entries = Mutex<(log: [String], threads: Set<UInt>)>(([], []))
+            func note(_ entry: String) {
+                entries.withLock {
+                    $0.log.append(entry)
+                    $0.threads.insert(UInt(pthread_self()))
+                }
+            }
+        }
+        let recorder = Recorder()
+        let note = recorder.note
+        let sink = Discard()
+        let statusOfB: Int? = await withCheckedContinuation { continuation in
+            queue.enqueue {
+                note("block 1 begins")
+                queue.enqueue { note("block 2") }
+                queue.enqueue { note("block 3") }
+                _ = transport.start(FetchRequest(url: server.url("/a")), into: sink) { first in
+                    note("a ended \(first.head?.status ?? 0)")
+                    let aEnded = DispatchTime.now()
+                    // On the loop's thread, inside its turn: started here, woken by nobody.
+                    _ = transport.start(FetchRequest(url: server.url("/b")), into: sink) { second in
+                        note("b ended")
+                        // The loop sleeps up to 1 s when it thinks it has nothing to do.
+                        let seconds = Double(DispatchTime.now().uptimeNanoseconds - aEnded.uptimeNanoseconds) / 1e9
+                        if seconds > 0.5 { note("b took \(seconds) s: the loop slept with a start in hand") }
+                        continuation.resume(returning: second.head?.status)
+                    }
+                }
+                note("block 1 ends")
+            }
+        }
+        XCTAssertEqual(statusOfB, 200)
+        let (log, threads) = recorder.entries.withLock { $0 }
+        XCTAssertEqual(log, ["block 1 begins", "block 1 ends", "block 2", "block 3", "a ended 200", "b ended"])
+        XCTAssertEqual(threads.count, 1, "every block and every end ran on the one loop thread")
+    }
 }

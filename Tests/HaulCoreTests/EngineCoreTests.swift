@@ -14,9 +14,10 @@ final class EngineCoreTests: XCTestCase {
         var now = 1_000_000
         var actions: [EngineCore.Action] = []
 
-        init(workers: Int = 4) {
+        init(workers: Int = 4, prepareAhead: Int = 0) {
             core = EngineCore(config: EngineCore.Config(workers: workers, owner: "me/1/1", leaseMilliseconds: 60_000, maxAttempts: nil,
-                                                        policy: RetryPolicy(backoff: Backoff(base: 1, cap: 1))))
+                                                        policy: RetryPolicy(backoff: Backoff(base: 1, cap: 1)),
+                                                        prepareAhead: prepareAhead))
         }
 
         /// The exchange in flight (the core sends one at a time).
@@ -56,6 +57,29 @@ final class EngineCoreTests: XCTestCase {
 
         static func prepared(in actions: [EngineCore.Action]) -> [Lease] {
             actions.compactMap { if case .prepare(let lease) = $0 { return lease } else { return nil } }
+        }
+
+        static func fetched(in actions: [EngineCore.Action]) -> [String] {
+            actions.compactMap { if case .fetch(let token) = $0 { return token } else { return nil } }
+        }
+
+        static func cancelled(in actions: [EngineCore.Action]) -> [String] {
+            actions.compactMap { if case .cancel(let token) = $0 { return token } else { return nil } }
+        }
+
+        /// Begins and answers the first claim with `jobs`; returns that answer's actions.
+        mutating func claimed(_ jobs: [Lease]) -> [EngineCore.Action] {
+            send(.begin)
+            var answer = ExchangeResult()
+            answer.claimed = jobs
+            return send(.exchanged(answer))
+        }
+
+        /// Answers the exchange in flight with `slots` granted.
+        mutating func grant(_ slots: [SlotLease]) -> [EngineCore.Action] {
+            var granted = ExchangeResult()
+            granted.grantedSlots = slots
+            return send(.exchanged(granted))
         }
     }
 
@@ -341,5 +365,55 @@ extension EngineCoreTests {
         let failed = harness.send(.exchangeFailed("database is locked"))
         let wakes = failed.compactMap { action -> Int? in if case .wake(let at) = action { return at } else { return nil } }
         XCTAssertEqual(wakes, [harness.now + 1_000], "one wake, a second later: no spinning")
+    }
+
+    // MARK: Preparing ahead
+
+    func testJobsInHandArePreparedAheadSoAFreedSlotSendsTheNextRequestAtOnce() {
+        var harness = Harness(workers: 1, prepareAhead: 2)
+        let afterClaim = harness.claimed((1...3).map { Self.lease($0) })
+        XCTAssertEqual(Harness.prepared(in: afterClaim).map(\.jobID), [1, 2], "the first two jobs in hand are prepared before any slot")
+        XCTAssertTrue(Harness.fetched(in: harness.send(.prepared(token: "t1", forget: nil))).isEmpty, "no request without a slot")
+        harness.send(.prepared(token: "t2", forget: nil))
+        let afterSlot = harness.grant([Self.slot(0)])
+        XCTAssertEqual(Harness.fetched(in: afterSlot), ["t1"], "the slot sends job 1's request at once")
+        XCTAssertEqual(Harness.prepared(in: afterSlot).map(\.jobID), [3], "job 1 is not prepared twice; job 3 moves up")
+        let ended = harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
+        XCTAssertEqual(Harness.fetched(in: ended), ["t2"], "the freed slot sends job 2's request in the same step")
+        XCTAssertTrue(Harness.prepared(in: ended).isEmpty, "job 3 is already being prepared")
+    }
+
+    func testAJobStillBeingPreparedWhenItsSlotComesIsSentWhenItsPreparationEnds() {
+        var harness = Harness(workers: 1, prepareAhead: 1)
+        _ = harness.claimed([Self.lease(1)])
+        let afterSlot = harness.grant([Self.slot(0)])
+        XCTAssertTrue(Harness.fetched(in: afterSlot).isEmpty, "not prepared yet")
+        XCTAssertTrue(Harness.prepared(in: afterSlot).isEmpty, "its preparation is already under way")
+        XCTAssertEqual(Harness.fetched(in: harness.send(.prepared(token: "t1", forget: nil))), ["t1"])
+    }
+
+    func testAPreparationAheadThatFailedEndsItsJobOnlyOnceItHoldsASlot() {
+        var harness = Harness(workers: 1, prepareAhead: 2)
+        _ = harness.claimed([Self.lease(1), Self.lease(2)])
+        let failed = harness.send(.prepareFailed(token: "t1", .disk("cannot open temp file")))
+        XCTAssertTrue(Harness.exchange(in: failed)?.outcomes.isEmpty ?? true, "nothing decided without a slot")
+        harness.send(.prepared(token: "t2", forget: nil))
+        let afterSlot = harness.grant([Self.slot(0)])
+        XCTAssertEqual(Harness.fetched(in: afterSlot), ["t2"], "job 1 ends at once and its slot goes to job 2")
+        let outcomes = harness.pending?.outcomes ?? Harness.exchange(in: harness.settle())?.outcomes ?? []
+        XCTAssertTrue(outcomes.contains { if case .retry(jobID: 1, _, _, _, _, _) = $0 { return true } else { return false } },
+                      "job 1's failure is decided as any other: \(outcomes)")
+    }
+
+    func testStopAndLostLeasesCancelPreparationsAhead() {
+        var harness = Harness(workers: 1, prepareAhead: 3)
+        _ = harness.claimed((1...3).map { Self.lease($0) })
+        harness.send(.prepared(token: "t1", forget: nil))
+        var lost = ExchangeResult()
+        lost.lostJobs = [JobLeaseID(jobID: 3, token: "t3")]
+        XCTAssertEqual(Harness.cancelled(in: harness.send(.exchanged(lost))), ["t3"], "a lost job's preparation is cancelled")
+        XCTAssertEqual(Set(Harness.cancelled(in: harness.send(.stop))), ["t1", "t2"], "a stop cancels every preparation ahead")
+        harness.send(.prepared(token: "t2", forget: nil))
+        XCTAssertTrue(Harness.fetched(in: harness.grant([Self.slot(0)])).isEmpty, "nothing is sent after the stop")
     }
 }

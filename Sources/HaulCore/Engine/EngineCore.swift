@@ -31,6 +31,10 @@ struct EngineCore {
         var progressEvery = 1000
         /// How long after a slot request is refused before asking again, in ms.
         var slotRetry = 20
+        /// At most this many jobs in hand are prepared (files examined, temp file opened) before
+        /// a slot is free for them, the first ones of each host, so a freed slot starts its next
+        /// request at once. 0: a job is prepared only once it holds a slot.
+        var prepareAhead = 0
     }
 
     /// How a transfer ended, as the runner saw it.
@@ -135,6 +139,13 @@ struct EngineCore {
 
     private enum Phase { case preparing, forgetting, fetching }
 
+    /// A job in hand prepared before it holds a slot: still preparing, or what its preparation
+    /// ended with (`prepared`, `prepareFailed` or `transferEnded`), handled once it holds one.
+    private enum Ahead {
+        case preparing
+        case done(Event)
+    }
+
     private struct Transfer {
         let lease: Lease
         var slot: SlotLease
@@ -179,6 +190,8 @@ struct EngineCore {
     private var parkedCount: Int { blockedFolders.values.reduce(0) { $0 + $1.parked.count } }
     private var cursor = 0
     private var transfers: [String: Transfer] = [:]
+    /// Jobs in hand prepared ahead (see `Config.prepareAhead`), by lease token.
+    private var ahead: [String: Ahead] = [:]
     private var verified: [String: Pending] = [:]
     private var oldestVerified: Int?
     private var placing: [String: Pending] = [:]
@@ -240,7 +253,6 @@ struct EngineCore {
     mutating func handle(_ event: Event, now: Int) -> [Action] {
         guard !finished else { return [] }
         transferArea += Double(transfers.count) * Double(max(0, now - lastAreaUpdate))
-        lastAreaUpdate = now
         var actions: [Action] = []
         switch event {
         case .begin:
@@ -264,6 +276,10 @@ struct EngineCore {
             inFlight = nil
             exchangeNotBefore = now + 1000
             actions.append(.report(.warning("database: \(why); trying again in 1 s")))
+        case .prepared(let token, _) where transfers[token] == nil,
+             .prepareFailed(let token, _) where transfers[token] == nil,
+             .transferEnded(let token, _, _) where transfers[token] == nil:
+            if case .preparing? = ahead[token] { ahead[token] = .done(event) }
         case .prepared(let token, let forget):
             guard transfers[token] != nil else { break }
             if let forget {
@@ -303,6 +319,7 @@ struct EngineCore {
             for token in transfers.keys.sorted() { actions.append(.cancel(token: token)) }
             for id in hostOrder {
                 while let lease = hosts[id]?.popReady() {
+                    dropAhead(lease.token, into: &actions)
                     queue(.release(jobID: lease.jobID, token: lease.token, reason: Self.stopped, progress: nil),
                           Pending(lease: lease), now: now)
                 }
@@ -521,6 +538,7 @@ struct EngineCore {
         guard let reason = hosts[hostID]?.unreachable else { return }
         while let lease = hosts[hostID]?.popReady() {
             forgetProbe(lease.token)
+            dropAhead(lease.token, into: &actions)
             actions.append(.removeTemp(lease))
             queue(.fail(jobID: lease.jobID, token: lease.token, status: nil, reason: reason), Pending(lease: lease), now: now)
         }
@@ -595,6 +613,7 @@ struct EngineCore {
                 host.readyStart = 0
                 if kept.count != before { hosts[id] = host }
             }
+            for token in lostJobs { dropAhead(token, into: &actions) }
             for (token, transfer) in transfers where lostJobs.contains(token) && !transfer.abandoned {
                 transfers[token]?.abandoned = true
                 actions.append(.report(.warning("job \(transfer.lease.jobID): lease lost (cancelled, or expired); abandoning its transfer")))
@@ -729,6 +748,7 @@ struct EngineCore {
     private mutating func step(now: Int, into actions: inout [Action]) {
         reviewBlockedFolders(now: now, into: &actions)
         startTransfers(now: now, into: &actions)
+        prepareAhead(into: &actions)
         pruneHosts(now: now)
         if holdsNoJob && lastQueued == 0 && !drained && confirmDrain {
             // The last claim found nothing queued and our own jobs are all recorded now: look
@@ -794,6 +814,7 @@ struct EngineCore {
                 block.parked.append(lease)  // waits for the folder, holding no slot
                 blockedFolders[folder] = block
                 hosts[id] = host
+                dropAhead(lease.token, into: &actions)
                 continue
             }
             let slot = host.free.removeLast()
@@ -801,8 +822,57 @@ struct EngineCore {
             host.startsSinceLimit += 1
             hosts[id] = host
             transfers[lease.token] = Transfer(lease: lease, slot: slot, phase: .preparing)
-            actions.append(.prepare(lease))
+            switch ahead.removeValue(forKey: lease.token) {
+            case nil: actions.append(.prepare(lease))
+            case .preparing?: break  // its preparation's end comes as an event
+            case .done(let event)?: actions.append(contentsOf: handleNow(event, now: now))
+            }
         }
+    }
+
+    /// Handles an event that arrived earlier (a job prepared ahead, now holding a slot).
+    private mutating func handleNow(_ event: Event, now: Int) -> [Action] {
+        var actions: [Action] = []
+        switch event {
+        case .prepared(let token, let forget):
+            if let forget {
+                transfers[token]?.phase = .forgetting
+                forgetting.append(forget)
+            } else {
+                transfers[token]?.phase = .fetching
+                actions.append(.fetch(token: token))
+            }
+        case .prepareFailed(let token, let failure):
+            guard let transfer = transfers[token] else { break }
+            ended(token, transfer, .failed(failure, status: nil, snapshot: nil), resumedFrom: 0, now: now, into: &actions)
+        case .transferEnded(let token, let end, let resumedFrom):
+            guard let transfer = transfers[token] else { break }
+            ended(token, transfer, end, resumedFrom: resumedFrom, now: now, into: &actions)
+        default:
+            break
+        }
+        return actions
+    }
+
+    /// Prepares the first jobs in hand of each host before they hold a slot, up to
+    /// `config.prepareAhead` in all, least recently served hosts first.
+    private mutating func prepareAhead(into actions: inout [Action]) {
+        guard config.prepareAhead > 0, !stopping, ahead.count < config.prepareAhead else { return }
+        for id in hostOrder where ahead.count < config.prepareAhead {
+            guard let host = hosts[id], host.unreachable == nil, host.readyCount > 0 else { continue }
+            let front = host.ready[host.readyStart..<min(host.ready.count, host.readyStart + config.prepareAhead)]
+            for lease in front where ahead.count < config.prepareAhead && ahead[lease.token] == nil {
+                if !blockedFolders.isEmpty, blockedFolders[lease.job.destination.parentFolder] != nil { continue }
+                ahead[lease.token] = .preparing
+                actions.append(.prepare(lease))
+            }
+        }
+    }
+
+    /// A job in hand leaves the ready list without a transfer: its preparation, if one was
+    /// made ahead, is cancelled (its temp file closed).
+    private mutating func dropAhead(_ token: String, into actions: inout [Action]) {
+        if ahead.removeValue(forKey: token) != nil { actions.append(.cancel(token: token)) }
     }
 
     private mutating func placeIfDue(now: Int, into actions: inout [Action]) {

@@ -57,6 +57,17 @@ public struct Job: Sendable, Equatable {
                   finishedAt: nil, profileID: profileID, ifExists: ifExists, kept: false, placed: placed, placedBy: nil)
     }
 
+    /// This queued job as a claim leaves it: running under `token` until `expiresAt`, its
+    /// attempt counted, its maximum replaced when `maxAttempts` is set.
+    public func claimed(token: String, owner: String, expiresAt: Int, maxAttempts newMaximum: Int?, now: Int) -> Job {
+        Job(id: id, url: url, host: host, hostID: hostID, destination: destination, state: .running, attempts: attempts + 1,
+            maxAttempts: newMaximum ?? maxAttempts, nextAttemptAt: nextAttemptAt, leaseToken: token, leaseOwner: owner,
+            leaseExpiresAt: expiresAt, lastStatus: lastStatus, lastError: lastError, errorKind: errorKind,
+            expectedBytes: expectedBytes, receivedBytes: receivedBytes, etag: etag, lastModified: lastModified,
+            checksum: checksum, createdAt: createdAt, updatedAt: now, finishedAt: finishedAt, profileID: profileID,
+            ifExists: ifExists, kept: kept, placed: placed, placedBy: placedBy)
+    }
+
     /// Every field, as a store reads them from its rows.
     public init(id: Int, url: String, host: String, hostID: Int, destination: String, state: JobState, attempts: Int,
                 maxAttempts: Int, nextAttemptAt: Int, leaseToken: String?, leaseOwner: String?, leaseExpiresAt: Int?,

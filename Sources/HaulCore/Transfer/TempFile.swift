@@ -93,6 +93,17 @@ public struct TempFile: Sendable {
             }
             throw TransferIOError.errno("cannot open temp file \(path)", code: openError)
         }
+        // Locked first, then examined once: what it is, its links, and its length with no other
+        // writer left. O_NONBLOCK stays set: it changes nothing for a regular file, the only
+        // kind kept (clearing it cost two system calls a file).
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            close(fd)
+            if code == EWOULDBLOCK {
+                throw TransferIOError("temp file \(path) is being written by another haul process", code: EWOULDBLOCK)
+            }
+            throw TransferIOError.errno("cannot lock temp file \(path)", code: code)
+        }
         var info = stat()
         guard fstat(fd, &info) == 0 else {
             let error = TransferIOError.errno("cannot examine temp file \(path)")
@@ -104,16 +115,6 @@ public struct TempFile: Sendable {
             throw TransferIOError.refused((info.st_mode & S_IFMT) == S_IFREG
                 ? "temp file \(path) has other hard links (one could lie outside the output folder)"
                 : "temp file \(path) is not a regular file")
-        }
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
-            close(fd)
-            throw TransferIOError("temp file \(path) is being written by another haul process", code: EWOULDBLOCK)
-        }
-        guard fstat(fd, &info) == 0 else {
-            let error = TransferIOError.errno("cannot measure temp file \(path)")
-            close(fd)
-            throw error
         }
         return (fd, Int64(info.st_size))
     }

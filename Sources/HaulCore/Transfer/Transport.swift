@@ -140,6 +140,25 @@ public protocol Transport: Sendable {
                completion: @escaping @Sendable (FetchResult) -> Void) -> FetchHandle
     /// Cancels every fetch in flight.
     func cancelAll()
+    /// Where the transport ends its fetches, when it runs them on a thread of its own: work
+    /// handed to it runs on that thread, so what follows a fetch's end (starting the next one)
+    /// needs no hand-over to another thread. Nil when the transport has no such thread.
+    var workQueue: (any WorkQueue)? { get }
+}
+
+/// Runs blocks one at a time.
+///
+/// Guarantees: blocks run in the order they were handed in from any one thread, never two at
+/// once, and a block handed in by a running block runs after it, never inside it.
+public protocol WorkQueue: Sendable {
+    func enqueue(_ block: @escaping @Sendable () -> Void)
+}
+
+extension DispatchQueue: WorkQueue {
+    /// Runs `block` on this queue (serial queues only keep `WorkQueue`'s guarantees).
+    public func enqueue(_ block: @escaping @Sendable () -> Void) {
+        async(execute: block)
+    }
 }
 
 /// A fetch in flight, started by `Transport.start`.
@@ -149,6 +168,8 @@ public protocol FetchHandle: Sendable {
 }
 
 extension Transport {
+    public var workQueue: (any WorkQueue)? { nil }
+
     /// A fetch in a task of its own, for transports without a native way to start one.
     public func start(_ request: FetchRequest, into sink: BodySink,
                       completion: @escaping @Sendable (FetchResult) -> Void) -> FetchHandle {

@@ -4,7 +4,13 @@ import Synchronization
 
 /// One libcurl multi handle, driven by one dedicated thread (`curl_multi_poll`, `perform`,
 /// `info_read`), as curl's own tool drives its parallel transfers. Other threads hand work in
-/// through a locked inbox and wake the loop with `curl_multi_wakeup`.
+/// through a locked inbox and wake the loop with `curl_multi_wakeup`; work handed in on the
+/// loop's own thread (a transfer started, or a block enqueued, by a block or an `onEnd` running
+/// there) goes to lists only that thread touches, with no lock and no wake-up, and is done
+/// before the loop next sleeps.
+///
+/// As a `WorkQueue`, the loop runs blocks on its thread between turns, so a user whose work
+/// runs there (the engine) starts the next transfer as soon as one ends, with no thread to wake.
 ///
 /// Guarantees: every submitted transfer's `onEnd` is called exactly once (with a result,
 /// `.cancelled` when cancelled or when the loop closes); a transfer's easy handle and context
@@ -12,14 +18,16 @@ import Synchronization
 /// handle's connection cache keeps connections alive; stall, drain and total deadlines are
 /// checked on every turn, and the loop sleeps no longer than the nearest one.
 ///
-/// `@unchecked Sendable`: `multi`, `running` and `idle` are touched only on the loop's thread
-/// (after `init` hands them over by starting it); the inbox is under its mutex, and
+/// `@unchecked Sendable`: `multi`, `running`, `idle` and the `local` lists are touched only on
+/// the loop's thread (after `init` hands them over by starting it; `onLoop` tells that thread
+/// by its id, stored before any work can arrive); the inbox is under its mutex, and
 /// `curl_multi_wakeup` — the one libcurl call made from other threads, which libcurl allows —
 /// is made under that mutex while the inbox is open, so it never races the handle's clean-up.
-final class CurlMultiLoop: @unchecked Sendable {
+final class CurlMultiLoop: WorkQueue, @unchecked Sendable {
     private struct Inbox {
         var starts: [CurlEasyTransfer] = []
         var cancels: [CurlEasyTransfer] = []
+        var blocks: [@Sendable () -> Void] = []
         var cancelAll = false
         var closed = false
     }
@@ -34,6 +42,11 @@ final class CurlMultiLoop: @unchecked Sendable {
     private let options: CurlTransport.Options
     private var running: [ObjectIdentifier: CurlEasyTransfer] = [:]
     private var idle: [CurlEasy] = []
+    /// Work handed in on the loop's thread.
+    private var local = Inbox()
+    /// The loop thread's id (`pthread_self`), set before the thread starts.
+    private let loopThread = Atomic<UInt>(0)
+    private var onLoop: Bool { loopThread.load(ordering: .acquiring) == UInt(pthread_self()) }
     private let limits: CurlRateLimits?
 
     init?(options: CurlTransport.Options) {
@@ -43,13 +56,30 @@ final class CurlMultiLoop: @unchecked Sendable {
         limits = CurlRateLimits(options.connection)
         // No per-host connection limit here: the engine alone enforces the per-host cap.
         haul_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0)
-        let thread = Thread { [self] in run() }
+        let started = DispatchSemaphore(value: 0)
+        let thread = Thread { [self] in
+            loopThread.store(UInt(pthread_self()), ordering: .releasing)
+            started.signal()
+            run()
+        }
         thread.name = "haul.curl"
         thread.start()
+        started.wait()  // so `onLoop` is right from the first call
+    }
+
+    /// Runs `block` on the loop's thread, between turns. Dropped once the loop is closed.
+    func enqueue(_ block: @escaping @Sendable () -> Void) {
+        if onLoop { return local.blocks.append(block) }
+        inbox.withLock { inbox in
+            guard !inbox.closed else { return }
+            inbox.blocks.append(block)
+            curl_multi_wakeup(multi)
+        }
     }
 
     /// Hands a transfer to the loop (its `onEnd` set). After `close`, it ends as cancelled.
     func submit(_ transfer: CurlEasyTransfer) {
+        if onLoop { return local.starts.append(transfer) }
         let accepted = inbox.withLock { inbox -> Bool in
             guard !inbox.closed else { return false }
             inbox.starts.append(transfer)
@@ -61,6 +91,7 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     func cancel(_ transfer: CurlEasyTransfer) {
         transfer.cancelRequested.store(true, ordering: .releasing)
+        if onLoop { return local.cancels.append(transfer) }
         inbox.withLock { inbox in
             guard !inbox.closed else { return }
             inbox.cancels.append(transfer)
@@ -69,6 +100,7 @@ final class CurlMultiLoop: @unchecked Sendable {
     }
 
     func cancelAll() {
+        if onLoop { local.cancelAll = true; return }
         inbox.withLock { inbox in
             guard !inbox.closed else { return }
             inbox.cancelAll = true
@@ -91,13 +123,25 @@ final class CurlMultiLoop: @unchecked Sendable {
         var stillRunning: Int32 = 0
         var unpaused = false
         while true {
-            let work = inbox.withLock { inbox -> Inbox in
+            var work = inbox.withLock { inbox -> Inbox in
                 let work = inbox
                 inbox.starts = []
                 inbox.cancels = []
+                inbox.blocks = []
                 inbox.cancelAll = false
                 return work
             }
+            for block in work.blocks { block() }
+            // What those blocks (and the last turn's `onEnd`s) handed in, and what that brings.
+            while !local.blocks.isEmpty {
+                let blocks = local.blocks
+                local.blocks = []
+                for block in blocks { block() }
+            }
+            work.starts += local.starts
+            work.cancels += local.cancels
+            work.cancelAll = work.cancelAll || local.cancelAll
+            local = Inbox()
             for transfer in work.starts { start(transfer) }
             for transfer in work.cancels { stop(transfer, .cancelled) }
             if work.cancelAll || work.closed {
@@ -127,8 +171,12 @@ final class CurlMultiLoop: @unchecked Sendable {
                 }
             }
             for (transfer, failure) in expired { stop(transfer, failure) }
-            // An unpaused transfer has its kept piece taken; perform again before sleeping.
-            if unpaused { unpaused = false; continue }
+            // An unpaused transfer has its kept piece taken; perform again before sleeping. Work
+            // handed in on this thread (by `onEnd`s just now) is done before sleeping too.
+            if unpaused || !local.blocks.isEmpty || !local.starts.isEmpty || !local.cancels.isEmpty || local.cancelAll {
+                unpaused = false
+                continue
+            }
             let wait = nearest == .max ? Self.longestSleepMilliseconds
                 : Int32(min(UInt64(Self.longestSleepMilliseconds), (nearest &- now) / 1_000_000 + 1))
             curl_multi_poll(multi, nil, 0, wait, nil)

@@ -92,6 +92,9 @@ public final class CurlTransport: Transport {
         loop.cancelAll()
     }
 
+    /// The loop's thread, which ends every fetch (see `CurlMultiLoop.enqueue`).
+    public var workQueue: (any WorkQueue)? { loop }
+
     /// "libcurl/7.88.1 OpenSSL/3.0.17 nghttp2/1.52.0": libcurl's version and those of its TLS
     /// and HTTP/2 libraries.
     public static var versionDescription: String {
