@@ -32,6 +32,16 @@ int haul_rename_noreplace(const char *from, const char *to) {
     return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
 }
 
+int haul_open_unnamed(const char *folder, unsigned int mode) {
+    return open(folder, O_TMPFILE | O_RDWR | O_CLOEXEC, (mode_t)mode);
+}
+
+int haul_link_open_file(int fd, const char *target) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    return linkat(AT_FDCWD, path, AT_FDCWD, target, AT_SYMLINK_FOLLOW);
+}
+
 int haul_mark_file(int fd, const char *value) {
     return fsetxattr(fd, "user.haul.job", value, strlen(value), 0);
 }

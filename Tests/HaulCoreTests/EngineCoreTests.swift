@@ -268,6 +268,23 @@ final class EngineCoreTests: XCTestCase {
         }.flatMap { $0 }
         XCTAssertEqual(released, [Self.slot(0)])
     }
+
+    /// The summary's average number of transfers: their time in flight over the run's time.
+    func testTheAverageNumberOfTransfersIsTheirTimeOverTheRunsTime() {
+        var harness = Harness(workers: 1)
+        _ = started(&harness, jobs: [Self.lease(1)], slots: [Self.slot(0)])
+        harness.send(.prepared(token: "t1", forget: nil))
+        harness.now += 300  // one transfer for 300 ms
+        harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
+        harness.send(.placed(["t1": Harness.placedFile]))
+        harness.now += 300  // then none for 300 ms
+        var finished = false
+        for _ in 0..<20 where !finished {
+            finished = (harness.settle(queueEmpty: true) + harness.send(.tick)).contains { if case .finish = $0 { return true } else { return false } }
+        }
+        XCTAssertTrue(finished, "the run ends")
+        XCTAssertEqual(harness.core.summary.averageTransfers, 0.5, accuracy: 0.01)
+    }
 }
 
 private extension ExchangeResult {

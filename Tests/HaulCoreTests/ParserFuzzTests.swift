@@ -397,6 +397,20 @@ final class ParserFuzzTests: XCTestCase {
         }
     }
 
+    /// Content-Length read as bytes against a reference written with Foundation: spaces and
+    /// tabs trimmed, then digits only, within Int64.
+    func testContentLengthMatchesReference() {
+        var random = SeededGenerator(seed: 0xC0_17E7)
+        let pieces = ["0", "1", "7", "9", "00", " ", "\t", "-", "+", "x", "1 2", "92233720368547758", "07", ""]
+        for _ in 0..<20_000 {
+            let text = (0..<Int.random(in: 0...6, using: &random)).map { _ in Self.pick(pieces, &random) }.joined()
+            let trimmed = text.trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
+            let expected = !trimmed.isEmpty && trimmed.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) ? Int64(trimmed) : nil
+            let head = ResponseHead(status: 200, headers: ["Content-Length": text], url: nil)
+            XCTAssertEqual(head.contentLength, expected, text.debugDescription)
+        }
+    }
+
     /// Each HTTP-date form, written by the C library (not by `HTTPDate.format`), reads back as the
     /// instant it names, and as a Retry-After gives exactly the time left.
     func testHTTPDatesWrittenByTheCLibraryParseBack() {

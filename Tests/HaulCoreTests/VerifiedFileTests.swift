@@ -42,4 +42,69 @@ final class VerifiedFileTests: XCTestCase {
     func testAFolderThatCannotBeFlushedIsReported() {
         XCTAssertFalse(TempFile.syncFolder(of: "/nonexistent-haul-folder/file"))
     }
+
+    // MARK: Unnamed temp files (O_TMPFILE)
+
+    /// The temp files (`.haul-*.part`) in `folder`.
+    private func tempNames(in folder: TempDirectory) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).filter { $0.hasPrefix(TempFile.prefix) }
+    }
+
+    private func unnamedAttempt(_ name: String, in folder: TempDirectory, validator: Validator? = nil) throws -> DownloadAttempt {
+        let attempt = try DownloadAttempt(temp: TempFile(destination: folder.file(name), jobID: 7), expectedChecksum: nil,
+                                          storedValidator: validator, storedTotal: nil, unnamed: true)
+        XCTAssertEqual(tempNames(in: folder), [], "a fresh download starts with no name in the folder")
+        return attempt
+    }
+
+    private func feed(_ attempt: DownloadAttempt, _ text: String) throws {
+        try Data(text.utf8).withUnsafeBytes { try attempt.body($0) }
+    }
+
+    func testAnUnnamedDownloadIsLinkedIntoPlaceAndLeavesNoTempFile() throws {
+        let folder = try makeTempDirectory()
+        let attempt = try unnamedAttempt("small.txt", in: folder)
+        XCTAssertEqual(attempt.head(ResponseHead(status: 200, headers: ["Content-Length": "5"], url: nil)), .accept)
+        try feed(attempt, "small")
+        XCTAssertEqual(tempNames(in: folder), [], "a small body stays unnamed")
+        guard case .verified(let file) = attempt.verify(FetchResult(head: nil, failure: nil)) else { return XCTFail("not verified") }
+        XCTAssertTrue(file.unnamed)
+        XCTAssertEqual(VerifiedFile.makeDurable([file]).map { $0?.message }, [nil])
+        XCTAssertEqual(try file.place(.keepExisting), .moved(to: nil))
+        file.close()
+        XCTAssertEqual(try String(contentsOfFile: folder.file("small.txt"), encoding: .utf8), "small")
+        XCTAssertEqual(tempNames(in: folder), [])
+    }
+
+    func testAnUnnamedDownloadKeepsAFileThatAppearedAndReplacesOnlyWhenAsked() throws {
+        let folder = try makeTempDirectory()
+        for (mode, expected) in [(Placement.Mode.keepExisting, "the user's"), (.replace, "new")] {
+            try Data("the user's".utf8).write(to: URL(fileURLWithPath: folder.file("taken.txt")))
+            let attempt = try unnamedAttempt("taken.txt", in: folder)
+            _ = attempt.head(ResponseHead(status: 200, headers: ["Content-Length": "3"], url: nil))
+            try feed(attempt, "new")
+            guard case .verified(let file) = attempt.verify(FetchResult(head: nil, failure: nil)) else { return XCTFail("not verified") }
+            let moved = try file.place(mode)
+            file.close()
+            XCTAssertEqual(moved, mode == .keepExisting ? .destinationTaken(size: 10) : .moved(to: nil), "\(mode)")
+            XCTAssertEqual(try String(contentsOfFile: folder.file("taken.txt"), encoding: .utf8), expected, "\(mode)")
+            XCTAssertEqual(tempNames(in: folder), [], "\(mode)")
+        }
+    }
+
+    func testALargeOrResumableUnnamedDownloadGetsItsTempFileName() throws {
+        let folder = try makeTempDirectory()
+        let large = try unnamedAttempt("large.bin", in: folder)
+        _ = large.head(ResponseHead(status: 200, headers: ["Content-Length": String(DownloadAttempt.resumableSize)], url: nil))
+        XCTAssertEqual(tempNames(in: folder), [large.temp.path.split(separator: "/").last.map(String.init)!],
+                       "a large body is kept under its name from its head on")
+        _ = large.verify(FetchResult(head: nil, failure: .cancelled))
+
+        let cut = try unnamedAttempt("cut.bin", in: try makeTempDirectory())
+        _ = cut.head(ResponseHead(status: 200, headers: ["Content-Length": "100", "ETag": "\"v1\""], url: nil))
+        try feed(cut, "the first part")
+        _ = cut.verify(FetchResult(head: nil, failure: .transport("connection reset")))
+        XCTAssertEqual(try String(contentsOfFile: cut.temp.path, encoding: .utf8), "the first part",
+                       "bytes a later attempt can resume keep the temp file's name")
+    }
 }

@@ -276,13 +276,15 @@ final class CrashLoopTests: XCTestCase {
     /// and is killed with B's first bytes on disk, before its periodic progress write; run 3
     /// must not resume those B bytes with `If-Range: A` (the server would say yes, and the file
     /// would be spliced from two versions).
+    ///
+    /// Large enough to be kept under its temp file's name from the head on (a smaller fresh
+    /// download is unnamed until it ends, so a kill leaves no bytes at all to splice).
     func testAFreshStartKilledEarlyNeverLeavesTheOldValidatorOnItsBytes() throws {
         let h = try RunHarness(self)
         let server = try FaultServer(host: "127.0.0.1")
         defer { server.stop() }
-        // Below the size whose validator is recorded as soon as the head arrives.
-        let versionA = runTestData(600_000, seed: 71)
-        let versionB = runTestData(600_000, seed: 72)
+        let versionA = runTestData(Int(DownloadAttempt.resumableSize) + 200_000, seed: 71)
+        let versionB = runTestData(Int(DownloadAttempt.resumableSize) + 200_000, seed: 72)
         let served = ServedCount()
         server.route("/flip.bin") { request in
             switch served.next() {
@@ -298,7 +300,7 @@ final class CrashLoopTests: XCTestCase {
         }
         let arguments = ["run", "--max-attempts", "5", "--quiet"]
 
-        // Run 1: A's head, no body; its ETag reaches the database with the next progress write.
+        // Run 1: A's head, no body; its ETag reaches the database.
         let first = try h.start(arguments)
         XCTAssertTrue(RunHarness.poll(timeout: 10) { (try? stored()) == "\"A\"" }, "run 1 never recorded A's ETag")
         kill(first.processIdentifier, SIGKILL)

@@ -31,6 +31,14 @@ long long haul_filesystem_type(int fd);
 /// system cannot do it.
 int haul_rename_noreplace(const char *from, const char *to);
 
+/// Opens an unnamed regular file in `folder` (O_TMPFILE, read and write, close-on-exec), to be
+/// named later with haul_link_open_file; -1 with errno (EOPNOTSUPP, EISDIR…: not supported there).
+int haul_open_unnamed(const char *folder, unsigned int mode);
+
+/// Gives the open file `fd` the name `target` (which must not exist: EEXIST), through
+/// /proc/self/fd; 0 or -1 with errno.
+int haul_link_open_file(int fd, const char *target);
+
 /// Sets the extended attribute user.haul.job of the open file `fd` to `value` (which haul's own
 /// placed files carry, see ExistingFile). Returns 0, or -1 with errno set (ENOTSUP where the
 /// file system has no user attributes).

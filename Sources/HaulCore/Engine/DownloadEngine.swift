@@ -29,7 +29,7 @@ public final class DownloadEngine: Sendable {
         let config = EngineCore.Config(workers: options.workers, owner: ProcessIdentity.current.description,
                                        worker: options.workerName, leaseMilliseconds: Int(options.leaseDuration * 1000), maxAttempts: options.maxAttempts,
                                        policy: policy, progressEvery: Int(options.progressInterval * 1000),
-                                       prepareAhead: options.workers)
+                                       prepareAhead: 2 * options.workers)
         runner = Runner(core: EngineCore(config: config), store: store, transport: transport, options: options, emit: events)
     }
 
@@ -123,8 +123,6 @@ private final class Runner: @unchecked Sendable {
     private var preparedCount = 0
     /// Where blocking file work (fsync, rename) runs.
     static let fileQueue = DispatchQueue(label: "haul.files", attributes: .concurrent)
-    /// Files at least this large get their validator recorded as soon as their head arrives.
-    static let resumableSize: Int64 = 1 << 20
 
     init(core: EngineCore, store: StoreExecutor, transport: Transport, options: EngineOptions,
          emit: @escaping @Sendable (EngineEvent) -> Void) {
@@ -373,10 +371,11 @@ private final class Runner: @unchecked Sendable {
             let attempt = try DownloadAttempt(
                 temp: temp, expectedChecksum: checksum, storedValidator: storedValidator,
                 storedTotal: job.expectedBytes.map(Int64.init), recordSHA256: options.recordSHA256, conditional: conditional,
+                unnamed: true,
                 onAccepted: { [weak self] snapshot in
                     // Record the validator and length before the body, so a kill -9 mid-body can
                     // resume. Small files are cheaper to fetch again than to record twice.
-                    guard snapshot.validator != nil, (snapshot.expectedTotal ?? .max) >= Self.resumableSize else { return }
+                    guard snapshot.validator != nil, (snapshot.expectedTotal ?? .max) >= DownloadAttempt.resumableSize else { return }
                     self?.send(.headAccepted(token: token, EngineCore.progress(snapshot, lease: lease)))
                 })
             return .ready(attempt, mode)

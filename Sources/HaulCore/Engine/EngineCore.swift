@@ -253,6 +253,7 @@ struct EngineCore {
     mutating func handle(_ event: Event, now: Int) -> [Action] {
         guard !finished else { return [] }
         transferArea += Double(transfers.count) * Double(max(0, now - lastAreaUpdate))
+        lastAreaUpdate = now
         var actions: [Action] = []
         switch event {
         case .begin:

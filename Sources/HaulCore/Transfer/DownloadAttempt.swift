@@ -113,7 +113,14 @@ public final class DownloadAttempt: BodySink {
         var failure: Failure?
         var status: Int?
         var metadata = ResponseMetadata()
+        /// The temp file has no name yet (see `TempFile`).
+        var unnamed = false
     }
+
+    /// Bodies at least this long (or of unknown length) are kept under their temp file's name
+    /// from their head on, and have their validator recorded then, so a kill -9 mid-body can
+    /// resume them; smaller ones are cheaper to fetch again than to record twice.
+    public static let resumableSize: Int64 = 1 << 20
 
     public let temp: TempFile
     public let expectedChecksum: Checksum?
@@ -133,13 +140,14 @@ public final class DownloadAttempt: BodySink {
     ///   with what is then known (total length, validator), so it can be recorded for a resume.
     /// - Parameter recordSHA256: compute the file's sha256 (kept in the verified file's
     ///   metadata) even when no sha256 is expected.
+    /// - Parameter unnamed: a fresh download may start in an unnamed file (see `TempFile`).
     public init(temp: TempFile, expectedChecksum: Checksum?, storedValidator: Validator?, storedTotal: Int64?,
-                recordSHA256: Bool = false, conditional: Conditional? = nil,
+                recordSHA256: Bool = false, conditional: Conditional? = nil, unnamed: Bool = false,
                 onAccepted: @escaping @Sendable (Snapshot) -> Void = { _ in }) throws {
         self.onAccepted = onAccepted
         self.temp = temp
         self.expectedChecksum = expectedChecksum
-        let (descriptor, existing) = try temp.open()
+        let (descriptor, existing, isUnnamed) = try temp.open(unnamed: unnamed)
         let resume = existing > 0 && storedValidator != nil && (storedTotal.map { existing <= $0 } ?? true)
         if !resume && existing > 0 && ftruncate(descriptor, 0) != 0 {
             let error = TransferIOError.errno("cannot empty temp file \(temp.path)")
@@ -154,6 +162,7 @@ public final class DownloadAttempt: BodySink {
         initial.written = resumeOffset
         initial.expectedTotal = resume ? storedTotal : nil
         initial.validator = self.storedValidator
+        initial.unnamed = isUnnamed
         if let algorithm = expectedChecksum?.algorithm ?? (recordSHA256 ? .sha256 : nil) {
             var hasher = algorithm.makeDigest()
             if resume {
@@ -204,6 +213,10 @@ public final class DownloadAttempt: BodySink {
                 state.failure = failure
                 state.mode = .stopped
                 return nil
+            }
+            if state.unnamed, state.mode == .writing, state.expectedTotal ?? .max >= Self.resumableSize,
+               temp.name(state.descriptor) {
+                state.unnamed = false  // large: kept under its name from the first byte
             }
             return Snapshot(bytesOnDisk: state.written, expectedTotal: state.expectedTotal, validator: state.validator)
         }
@@ -319,14 +332,20 @@ public final class DownloadAttempt: BodySink {
     /// Ends the attempt: checks the response and the body (length, checksum) and, when they check
     /// out, hands over the open temp file to be placed (see `VerifiedFile`); otherwise closes it.
     public func verify(_ fetch: FetchResult) -> Verification {
-        let (failure, status, written, total, digest, descriptor, mode, metadata) = state.withLock { state in
+        let (failure, status, written, total, digest, descriptor, mode, metadata, unnamed, validator) = state.withLock { state in
             let digest = state.hasher.map { hasher -> String in var copy = hasher; return copy.finalize() }
             let descriptor = state.descriptor
             state.descriptor = -1  // owned from here on by this call
-            return (state.failure, state.status, state.written, state.expectedTotal, digest, descriptor, state.mode, state.metadata)
+            return (state.failure, state.status, state.written, state.expectedTotal, digest, descriptor, state.mode, state.metadata,
+                    state.unnamed, state.validator)
         }
         func fail(_ failure: Failure, _ status: Int?) -> Verification {
-            if descriptor >= 0 { close(descriptor) }
+            if descriptor >= 0 {
+                // Bytes a later attempt can resume (their validator is known) keep the name
+                // a named temp file would have had.
+                if unnamed && written > 0 && validator != nil { temp.name(descriptor) }
+                close(descriptor)
+            }
             return .failed(failure, status: status)
         }
         if let failure { return fail(failure, status) }
@@ -342,7 +361,7 @@ public final class DownloadAttempt: BodySink {
         }
         if mode == .notModified {
             if descriptor >= 0 { close(descriptor) }
-            temp.remove()
+            if !unnamed { temp.remove() }
             return .notModified
         }
         guard mode == .writing || mode == .alreadyComplete, let status, descriptor >= 0 else {
@@ -355,6 +374,7 @@ public final class DownloadAttempt: BodySink {
             return fail(.checksum(expectedChecksum.algorithm, expected: expectedChecksum.hex, actual: digest), status)
         }
         var file = VerifiedFile(temp: temp, descriptor: descriptor, bytes: written, status: status)
+        file.unnamed = unnamed
         file.metadata = metadata
         if expectedChecksum?.algorithm ?? .sha256 == .sha256 { file.metadata.sha256 = digest }
         return .verified(file)

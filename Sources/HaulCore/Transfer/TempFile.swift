@@ -8,6 +8,15 @@ import Foundation
 /// later attempt, run or process finds it to resume; it is renamed over the destination only
 /// once its bytes are durable (see `VerifiedFile`), and the rename is then made durable with its
 /// folder — a reader of the destination sees the old state or the whole new file, never a part.
+///
+/// A fresh download may start in an unnamed file of the destination's folder (O_TMPFILE, where
+/// the file system has it): no name is created, and placing it adds one name to the folder
+/// (a link) instead of renaming. Measured on workload A (10,000 files in one folder): the
+/// create and the rename took the folder's lock twice a file and cost more kernel time than
+/// anything else haul did. An unnamed file gets its name (`name(_:)`) as soon as keeping it
+/// could matter: when its body is large or of unknown length, and when an attempt ends with
+/// bytes worth resuming; a kill -9 before then loses only a small file's bytes, and no file is
+/// left behind.
 public struct TempFile: Sendable {
     public static let prefix = ".haul-"
     public static let suffix = ".part"
@@ -72,14 +81,40 @@ public struct TempFile: Sendable {
     /// file (a FIFO would block the open: O_NONBLOCK), and a file with other hard links (one of
     /// them could lie outside the output folder).
     public func open() throws -> (descriptor: Int32, length: Int64) {
-        let flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK
-        var fd = Glibc.open(path, flags, 0o666)
-        var openError = errno
+        let opened = try open(unnamed: false)
+        return (opened.descriptor, opened.length)
+    }
+
+    /// `open()`, except that when no temp file exists yet and `unnamed` is set, the download
+    /// starts in an unnamed file of the folder (`unnamed` in the result), where the file system
+    /// has them.
+    public func open(unnamed: Bool) throws -> (descriptor: Int32, length: Int64, unnamed: Bool) {
+        let flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK
         let folder = path.parentFolder
+        var fd: Int32
+        var openError: Int32
+        if unnamed && Self.unnamedFilesWork {
+            fd = Glibc.open(path, flags)  // an earlier attempt's file, to resume
+            openError = errno
+            if fd < 0 && openError == ENOENT {
+                var created = haul_open_unnamed(folder.isEmpty ? "." : folder, 0o666)
+                if created < 0 && errno == ENOENT && !folder.isEmpty {
+                    try Self.createFolders(folder)
+                    created = haul_open_unnamed(folder, 0o666)
+                }
+                if created >= 0 { return (created, 0, true) }
+                // Not on this file system (EOPNOTSUPP, EISDIR…): a named file, as below.
+                fd = Glibc.open(path, flags | O_CREAT, 0o666)
+                openError = errno
+            }
+        } else {
+            fd = Glibc.open(path, flags | O_CREAT, 0o666)
+            openError = errno
+        }
         if fd < 0, openError == ENOENT, !folder.isEmpty {
             // The folder does not exist yet (checked only now: most folders already exist).
             try Self.createFolders(folder)
-            fd = Glibc.open(path, flags, 0o666)
+            fd = Glibc.open(path, flags | O_CREAT, 0o666)
             openError = errno
         }
         guard fd >= 0 else {
@@ -116,7 +151,20 @@ public struct TempFile: Sendable {
                 ? "temp file \(path) has other hard links (one could lie outside the output folder)"
                 : "temp file \(path) is not a regular file")
         }
-        return (fd, Int64(info.st_size))
+        return (fd, Int64(info.st_size), false)
+    }
+
+    /// Whether unnamed files can be named here: through /proc/self/fd (without /proc, a
+    /// download always starts in a named file).
+    static let unnamedFilesWork = access("/proc/self/fd", X_OK) == 0
+
+    /// Gives the unnamed file open as `fd` this temp file's name, locked first (see `open()`),
+    /// so a later attempt can resume it. False when the name is taken or the link fails: the
+    /// file then stays unnamed (and is not resumable).
+    @discardableResult
+    func name(_ fd: Int32) -> Bool {
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return false }
+        return haul_link_open_file(fd, path) == 0
     }
 
     /// Removes the temp file, if any.
@@ -128,7 +176,8 @@ public struct TempFile: Sendable {
     /// and refusing when the name no longer holds the open file `fd` (it was swapped since: what
     /// the name holds now was never checked). The caller must have made the file's bytes durable
     /// first (see `VerifiedFile`).
-    func moveIntoPlace(descriptor fd: Int32, mode: Placement.Mode) throws -> Placement.Moved {
+    func moveIntoPlace(descriptor fd: Int32, mode: Placement.Mode, unnamed: Bool = false) throws -> Placement.Moved {
+        if unnamed { return try linkIntoPlace(descriptor: fd, mode: mode) }
         var info = stat()
         if lstat(destination, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
             throw TransferIOError("destination \(destination) is a folder; remove it or choose another out= name")
@@ -158,6 +207,50 @@ public struct TempFile: Sendable {
                 if try moveUnlessTaken(to: candidate) { return .moved(to: candidate) }
             }
             throw TransferIOError("\(destination) and \(Self.besideLimit) numbered names beside it are all taken; remove some, or use --if-exists replace")
+        }
+    }
+
+    /// `moveIntoPlace` for an unnamed file: it is linked where nothing is (atomically: the link
+    /// fails on a name that exists), or named as the temp file and renamed over what is there.
+    private func linkIntoPlace(descriptor fd: Int32, mode: Placement.Mode) throws -> Placement.Moved {
+        func taken(_ target: String) throws -> Bool {
+            if haul_link_open_file(fd, target) == 0 { return false }
+            let code = errno
+            guard code == EEXIST else { throw TransferIOError.errno("cannot move the download to \(target)", code: code) }
+            var info = stat()
+            if lstat(target, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+                throw TransferIOError("destination \(target) is a folder; remove it or choose another out= name")
+            }
+            return true
+        }
+        switch mode {
+        case .keepExisting:
+            guard try taken(destination) else { return .moved(to: nil) }
+            var there = stat()
+            return .destinationTaken(size: lstat(destination, &there) == 0 ? Int64(there.st_size) : 0)
+        case .besideExisting:
+            if try !taken(destination) { return .moved(to: nil) }
+            for number in 1...Self.besideLimit {
+                let candidate = Self.beside(destination, number)
+                if try !taken(candidate) { return .moved(to: candidate) }
+            }
+            throw TransferIOError("\(destination) and \(Self.besideLimit) numbered names beside it are all taken; remove some, or use --if-exists replace")
+        case .replace, .replaceAt:
+            var info = stat()
+            if lstat(destination, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+                throw TransferIOError("destination \(destination) is a folder; remove it or choose another out= name")
+            }
+            guard haul_link_open_file(fd, path) == 0 else {
+                throw TransferIOError.errno("cannot name the download \(path) to move it over \(destination)")
+            }
+            let target: String
+            if case .replaceAt(let beside) = mode { target = beside } else { target = destination }
+            guard rename(path, target) == 0 else {
+                let error = TransferIOError.errno("cannot move the download to \(target)")
+                unlink(path)
+                throw error
+            }
+            return .moved(to: mode == .replace ? nil : target)
         }
     }
 

@@ -41,20 +41,46 @@ public struct ResponseHead: Sendable, Equatable {
     public let url: URL?
 
     public init(status: Int, headers: [String: String], url: URL?) {
-        self.status = status
         var lowered: [String: String] = [:]
         for (name, value) in headers { lowered[name.lowercased()] = value }
-        self.headers = lowered
+        self.init(status: status, lowercasedHeaders: lowered, url: url)
+    }
+
+    /// A head whose header names are already lower-case (as libcurl's transport reads them).
+    init(status: Int, lowercasedHeaders: [String: String], url: URL?) {
+        self.status = status
+        self.headers = lowercasedHeaders
         self.url = url
     }
 
-    public subscript(_ name: String) -> String? { headers[name.lowercased()] }
+    public subscript(_ name: String) -> String? {
+        // Names asked for are nearly always written lower-case: no copy for those.
+        name.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) ? headers[name.lowercased()] : headers[name]
+    }
 
     /// Content-Length as a number, when present and well-formed.
     public var contentLength: Int64? {
-        guard let text = self["content-length"]?.trimmingCharacters(in: .whitespaces),
-              !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-        return Int64(text)
+        // Digits between optional spaces or tabs, read as bytes (Foundation's trimming cost
+        // more than the rest of a small file's head).
+        guard let text = self["content-length"] else { return nil }
+        var value: Int64 = 0
+        var digits = 0
+        var ended = false
+        for byte in text.utf8 {
+            switch byte {
+            case 0x20, 0x09:
+                if digits > 0 { ended = true }
+            case 0x30...0x39 where !ended:
+                let (times, overflowTimes) = value.multipliedReportingOverflow(by: 10)
+                let (sum, overflowSum) = times.addingReportingOverflow(Int64(byte - 0x30))
+                if overflowTimes || overflowSum { return nil }
+                value = sum
+                digits += 1
+            default:
+                return nil
+            }
+        }
+        return digits > 0 ? value : nil
     }
 }
 

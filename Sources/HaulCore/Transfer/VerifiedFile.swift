@@ -20,6 +20,8 @@ public struct VerifiedFile: Sendable {
     /// Written on the file (an extended attribute) just before it is moved into place, so that
     /// haul knows it as its own even when a crash came before the queue recorded it.
     public var mark: String?
+    /// The file has no name yet: it is linked into place, not renamed (see `TempFile`).
+    public var unnamed = false
 
     /// Writes the bytes of every file in `files` to disk and returns, for each file (same
     /// order), nil or why its bytes may not be on disk. One syncfs(2) per file system writes
@@ -73,7 +75,7 @@ public struct VerifiedFile: Sendable {
 
     /// Renames the temp file over the destination. Call only after `makeDurable` included it.
     public func place(_ mode: Placement.Mode = .replace) throws -> Placement.Moved {
-        try temp.moveIntoPlace(descriptor: descriptor, mode: mode)
+        try temp.moveIntoPlace(descriptor: descriptor, mode: mode, unnamed: unnamed)
     }
 
     /// What identifies the file now (it keeps its inode, size and time when renamed).

@@ -204,7 +204,7 @@ final class CurlEasyTransfer: @unchecked Sendable {
             phase = .redirect(target: target!)
             return true
         }
-        let head = ResponseHead(status: status, headers: headers, url: url)
+        let head = ResponseHead(status: status, lowercasedHeaders: headers, url: url)
         self.head = head
         switch sink.head(head) {
         case .accept:
