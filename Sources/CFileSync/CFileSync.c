@@ -3,6 +3,7 @@
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/xattr.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -30,6 +31,10 @@ long long haul_filesystem_type(int fd) {
 
 int haul_rename_noreplace(const char *from, const char *to) {
     return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+}
+
+long haul_random_bytes(void *buffer, unsigned long length) {
+    return (long)getrandom(buffer, length, 0);
 }
 
 int haul_open_unnamed(const char *folder, unsigned int mode) {

@@ -436,3 +436,18 @@ final class QueueClaimTests: XCTestCase {
         return all.map(\.claimed.count)
     }
 }
+
+extension QueueClaimTests {
+    /// Lease tokens come from a pool of the system generator's bytes: across refills and
+    /// threads, each is handed out once.
+    func testLeaseTokensAreNeverHandedOutTwice() {
+        let tokens = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            let mine = (0..<2_000).map { _ in JobQueue.newToken() }
+            tokens.withLock { $0 += mine }
+        }
+        let all = tokens.withLock { $0 }
+        XCTAssertEqual(Set(all).count, all.count, "a token was handed out twice")
+        XCTAssertTrue(all.allSatisfy { $0.split(separator: "-").count == 2 && $0.count >= 3 }, "\(all.prefix(3))")
+    }
+}

@@ -35,6 +35,10 @@ int haul_rename_noreplace(const char *from, const char *to);
 /// named later with haul_link_open_file; -1 with errno (EOPNOTSUPP, EISDIR…: not supported there).
 int haul_open_unnamed(const char *folder, unsigned int mode);
 
+/// getrandom(2): fills `buffer` with `length` bytes from the kernel's cryptographic generator;
+/// returns the count filled, or -1 with errno.
+long haul_random_bytes(void *buffer, unsigned long length);
+
 /// Gives the open file `fd` the name `target` (which must not exist: EEXIST), through
 /// /proc/self/fd; 0 or -1 with errno.
 int haul_link_open_file(int fd, const char *target);

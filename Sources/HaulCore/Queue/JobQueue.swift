@@ -1,4 +1,6 @@
+import CFileSync
 import Foundation
+import Synchronization
 
 /// The persistent job queue: every URL of a batch, its state, its leases and its attempts.
 ///
@@ -26,9 +28,37 @@ public final class JobQueue {
 
     /// A fresh, unguessable lease token.
     static func newToken() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let high = generator.next() as UInt64
-        let low = generator.next() as UInt64
+        let (high, low) = TokenBytes.next()
         return String(high, radix: 16) + "-" + String(low, radix: 16)
+    }
+}
+
+/// Random bytes for lease tokens, read from the system's generator (getrandom) a page at a
+/// time rather than eight bytes at a time: two system calls a claimed job, before.
+///
+/// Guarantees: every pair handed out is fresh from the system's cryptographic generator and
+/// handed out once, to one caller (the pool is under a mutex).
+enum TokenBytes {
+    private struct Pool {
+        var words = [UInt64](repeating: 0, count: 512)
+        var next = 512
+    }
+    private static let pool = Mutex(Pool())
+
+    static func next() -> (UInt64, UInt64) {
+        pool.withLock { pool in
+            if pool.next + 2 > pool.words.count {
+                var generator = SystemRandomNumberGenerator()
+                pool.words.withUnsafeMutableBytes { bytes in
+                    // One read fills the page where the platform allows; else word by word.
+                    if haul_random_bytes(bytes.baseAddress, UInt(bytes.count)) != bytes.count {
+                        for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: generator.next() as UInt64) }
+                    }
+                }
+                pool.next = 0
+            }
+            defer { pool.next += 2 }
+            return (pool.words[pool.next], pool.words[pool.next + 1])
+        }
     }
 }
