@@ -190,8 +190,13 @@ struct EngineCore {
     private var parkedCount: Int { blockedFolders.values.reduce(0) { $0 + $1.parked.count } }
     private var cursor = 0
     private var transfers: [String: Transfer] = [:]
-    /// Jobs in hand prepared ahead (see `Config.prepareAhead`), by lease token.
+    /// Jobs in hand prepared ahead (see `Config.prepareAhead`), by lease token, and their job ids
+    /// (looked up for every job in hand considered: an Int hashes far cheaper than a token).
     private var ahead: [String: Ahead] = [:]
+    private var aheadJobs = Set<Int>()
+    /// Set when the jobs in hand or those prepared ahead changed: only then is there anything
+    /// new to prepare ahead.
+    private var aheadStale = false
     private var verified: [String: Pending] = [:]
     private var oldestVerified: Int?
     private var placing: [String: Pending] = [:]
@@ -320,7 +325,7 @@ struct EngineCore {
             for token in transfers.keys.sorted() { actions.append(.cancel(token: token)) }
             for id in hostOrder {
                 while let lease = hosts[id]?.popReady() {
-                    dropAhead(lease.token, into: &actions)
+                    dropAhead(lease.token, jobID: lease.jobID, into: &actions)
                     queue(.release(jobID: lease.jobID, token: lease.token, reason: Self.stopped, progress: nil),
                           Pending(lease: lease), now: now)
                 }
@@ -458,6 +463,7 @@ struct EngineCore {
         guard let block = blockedFolders.removeValue(forKey: folder) else { return }
         for lease in block.parked.reversed() {
             hosts[lease.job.hostID, default: Host()].pushFront(lease)
+            aheadStale = true
             if !hostOrder.contains(lease.job.hostID) { hostOrder.append(lease.job.hostID) }
         }
         actions.append(.report(.warning("\(folder) can be written again; its \(block.parked.count + 1) waiting jobs go on")))
@@ -519,6 +525,7 @@ struct EngineCore {
             changed.probe = probe.token
             blockedFolders[folder] = changed
             hosts[probe.job.hostID, default: Host()].pushFront(probe)
+            aheadStale = true
             if !hostOrder.contains(probe.job.hostID) { hostOrder.append(probe.job.hostID) }
         }
         let limit = config.maxAttempts ?? 5
@@ -539,7 +546,7 @@ struct EngineCore {
         guard let reason = hosts[hostID]?.unreachable else { return }
         while let lease = hosts[hostID]?.popReady() {
             forgetProbe(lease.token)
-            dropAhead(lease.token, into: &actions)
+            dropAhead(lease.token, jobID: lease.jobID, into: &actions)
             actions.append(.removeTemp(lease))
             queue(.fail(jobID: lease.jobID, token: lease.token, status: nil, reason: reason), Pending(lease: lease), now: now)
         }
@@ -614,7 +621,7 @@ struct EngineCore {
                 host.readyStart = 0
                 if kept.count != before { hosts[id] = host }
             }
-            for token in lostJobs { dropAhead(token, into: &actions) }
+            for lost in result.lostJobs { dropAhead(lost.token, jobID: lost.jobID, into: &actions) }
             for (token, transfer) in transfers where lostJobs.contains(token) && !transfer.abandoned {
                 transfers[token]?.abandoned = true
                 actions.append(.report(.warning("job \(transfer.lease.jobID): lease lost (cancelled, or expired); abandoning its transfer")))
@@ -655,6 +662,7 @@ struct EngineCore {
                 actions.append(.cancel(token: token))
             }
             hosts[id, default: Host()].ready.append(claimed)
+            aheadStale = true
         }
         for slot in result.grantedSlots where stopping { releasing.append(slot) }
         for slot in result.grantedSlots where !stopping {
@@ -815,7 +823,7 @@ struct EngineCore {
                 block.parked.append(lease)  // waits for the folder, holding no slot
                 blockedFolders[folder] = block
                 hosts[id] = host
-                dropAhead(lease.token, into: &actions)
+                dropAhead(lease.token, jobID: lease.jobID, into: &actions)
                 continue
             }
             let slot = host.free.removeLast()
@@ -823,6 +831,8 @@ struct EngineCore {
             host.startsSinceLimit += 1
             hosts[id] = host
             transfers[lease.token] = Transfer(lease: lease, slot: slot, phase: .preparing)
+            aheadStale = true  // the front moved
+            if ahead[lease.token] != nil { aheadJobs.remove(lease.jobID) }
             switch ahead.removeValue(forKey: lease.token) {
             case nil: actions.append(.prepare(lease))
             case .preparing?: break  // its preparation's end comes as an event
@@ -858,13 +868,15 @@ struct EngineCore {
     /// Prepares the first jobs in hand of each host before they hold a slot, up to
     /// `config.prepareAhead` in all, least recently served hosts first.
     private mutating func prepareAhead(into actions: inout [Action]) {
-        guard config.prepareAhead > 0, !stopping, ahead.count < config.prepareAhead else { return }
+        guard config.prepareAhead > 0, aheadStale, !stopping, ahead.count < config.prepareAhead else { return }
+        aheadStale = false
         for id in hostOrder where ahead.count < config.prepareAhead {
             guard let host = hosts[id], host.unreachable == nil, host.readyCount > 0 else { continue }
             let front = host.ready[host.readyStart..<min(host.ready.count, host.readyStart + config.prepareAhead)]
-            for lease in front where ahead.count < config.prepareAhead && ahead[lease.token] == nil {
+            for lease in front where ahead.count < config.prepareAhead && !aheadJobs.contains(lease.jobID) {
                 if !blockedFolders.isEmpty, blockedFolders[lease.job.destination.parentFolder] != nil { continue }
                 ahead[lease.token] = .preparing
+                aheadJobs.insert(lease.jobID)
                 actions.append(.prepare(lease))
             }
         }
@@ -872,8 +884,11 @@ struct EngineCore {
 
     /// A job in hand leaves the ready list without a transfer: its preparation, if one was
     /// made ahead, is cancelled (its temp file closed).
-    private mutating func dropAhead(_ token: String, into actions: inout [Action]) {
-        if ahead.removeValue(forKey: token) != nil { actions.append(.cancel(token: token)) }
+    private mutating func dropAhead(_ token: String, jobID: Int, into actions: inout [Action]) {
+        aheadStale = true
+        guard ahead.removeValue(forKey: token) != nil else { return }
+        aheadJobs.remove(jobID)
+        actions.append(.cancel(token: token))
     }
 
     private mutating func placeIfDue(now: Int, into actions: inout [Action]) {

@@ -32,6 +32,8 @@ final class CurlMultiLoop: WorkQueue, @unchecked Sendable {
         var closed = false
     }
 
+    /// Idle connections libcurl keeps open for reuse, at most.
+    private static let connectionCache = 256
     /// Idle easy handles kept for reuse beyond this many are cleaned up.
     private static let idleLimit = 64
     /// The longest sleep between turns, so a missed wake-up costs at most this.
@@ -56,6 +58,11 @@ final class CurlMultiLoop: WorkQueue, @unchecked Sendable {
         limits = CurlRateLimits(options.connection)
         // No per-host connection limit here: the engine alone enforces the per-host cap.
         haul_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0)
+        // A fixed cache of idle connections. libcurl's default (four per handle added at the
+        // moment) shrank whenever many transfers ended in one turn, before the next ones were
+        // added, and closed connections the next requests needed: 282 connects for workload A's
+        // 10,000 files at 16 at once, against 80 with this.
+        haul_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, Self.connectionCache)
         let started = DispatchSemaphore(value: 0)
         let thread = Thread { [self] in
             loopThread.store(UInt(pthread_self()), ordering: .releasing)
