@@ -185,7 +185,8 @@ final class SecurityTests: XCTestCase {
         let directory = try makeTempDirectory()
         let server = try FaultServer(host: "127.0.0.1")
         defer { server.stop() }
-        let data = runTestData(100_000, seed: 54)
+        // Large enough to be kept under its temp file's name from its head on.
+        let data = runTestData(Int(DownloadAttempt.resumableSize) + 100_000, seed: 54)
         server.route("/slow.bin", { request in
             FaultServer.fileResponse(data, request: request, etag: "\"s\"").stalled(afterBytes: 10_000, .forever)
         })
