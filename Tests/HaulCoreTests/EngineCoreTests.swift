@@ -67,6 +67,10 @@ final class EngineCoreTests: XCTestCase {
             actions.compactMap { if case .cancel(let token) = $0 { return token } else { return nil } }
         }
 
+        static func dropped(in actions: [EngineCore.Action]) -> [String] {
+            actions.compactMap { if case .dropPrepared(let token) = $0 { return token } else { return nil } }
+        }
+
         /// Begins and answers the first claim with `jobs`; returns that answer's actions.
         mutating func claimed(_ jobs: [Lease]) -> [EngineCore.Action] {
             send(.begin)
@@ -422,14 +426,18 @@ extension EngineCoreTests {
                       "job 1's failure is decided as any other: \(outcomes)")
     }
 
-    func testStopAndLostLeasesCancelPreparationsAhead() {
+    /// Dropped, not cancelled: the core forgets them at once and waits for no end (a token
+    /// dropped may be prepared again while its first preparation still runs).
+    func testStopAndLostLeasesDropPreparationsAhead() {
         var harness = Harness(workers: 1, prepareAhead: 3)
         _ = harness.claimed((1...3).map { Self.lease($0) })
         harness.send(.prepared(token: "t1", forget: nil))
         var lost = ExchangeResult()
         lost.lostJobs = [JobLeaseID(jobID: 3, token: "t3")]
-        XCTAssertEqual(Harness.cancelled(in: harness.send(.exchanged(lost))), ["t3"], "a lost job's preparation is cancelled")
-        XCTAssertEqual(Set(Harness.cancelled(in: harness.send(.stop))), ["t1", "t2"], "a stop cancels every preparation ahead")
+        let afterLoss = harness.send(.exchanged(lost))
+        XCTAssertEqual(Harness.dropped(in: afterLoss), ["t3"], "a lost job's preparation is dropped")
+        XCTAssertEqual(Harness.cancelled(in: afterLoss), [], "nothing waits for its end")
+        XCTAssertEqual(Set(Harness.dropped(in: harness.send(.stop))), ["t1", "t2"], "a stop drops every preparation ahead")
         harness.send(.prepared(token: "t2", forget: nil))
         XCTAssertTrue(Harness.fetched(in: harness.grant([Self.slot(0)])).isEmpty, "nothing is sent after the stop")
     }

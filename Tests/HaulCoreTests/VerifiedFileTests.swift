@@ -107,4 +107,23 @@ final class VerifiedFileTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: cut.temp.path, encoding: .utf8), "the first part",
                        "bytes a later attempt can resume keep the temp file's name")
     }
+
+    /// Two attempts of one job (the first's lease was lost): the first keeps the temp file's
+    /// name; the second, unnamed, cannot take it, so it must not report a validator for bytes
+    /// it could not keep — recorded, a later resume would splice the first's bytes with it.
+    func testAnUnnamedAttemptThatCannotTakeTheNameReportsNothingResumable() throws {
+        let folder = try makeTempDirectory()
+        let first = try unnamedAttempt("shared.bin", in: folder)
+        let second = try DownloadAttempt(temp: TempFile(destination: folder.file("shared.bin"), jobID: 7), expectedChecksum: nil,
+                                         storedValidator: nil, storedTotal: nil, unnamed: true)
+        for (attempt, etag) in [(first, "\"v1\""), (second, "\"v2\"")] {
+            _ = attempt.head(ResponseHead(status: 200, headers: ["Content-Length": "100", "ETag": etag], url: nil))
+            try feed(attempt, "bytes of \(etag)")
+        }
+        _ = first.verify(FetchResult(head: nil, failure: .transport("connection reset")))
+        XCTAssertEqual(first.snapshot.validator, .etag("\"v1\""), "the first keeps the name, and says so")
+        _ = second.verify(FetchResult(head: nil, failure: .transport("connection reset")))
+        XCTAssertNil(second.snapshot.validator, "the second's bytes are gone: nothing to resume")
+        XCTAssertEqual(try String(contentsOfFile: first.temp.path, encoding: .utf8), "bytes of \"v1\"")
+    }
 }

@@ -203,11 +203,12 @@ final class SecurityTests: XCTestCase {
         XCTAssertTrue(server.waitForRequests(count: 1, path: "/slow.bin", timeout: 10))
         let present = RunHarness.poll(timeout: 10) {
             FileManager.default.fileExists(atPath: db + "-wal") && FileManager.default.fileExists(atPath: db + "-shm")
+                && names(in: directory.path).contains { $0.hasPrefix(TempFile.prefix) }  // named once its head is in
         }
         let modes = [db, db + "-wal", db + "-shm"].map { (($0 as NSString).lastPathComponent, mode($0)) }
         kill(child.processIdentifier, SIGTERM)
         let stopped = child.wait(timeout: 15)
-        XCTAssertTrue(present, "the run never opened its -wal and -shm files")
+        XCTAssertTrue(present, "the run never opened its -wal and -shm files, or never named its temp file")
         XCTAssertEqual(stopped.status, 143, stopped.stderrText)
         for (name, mode) in modes {
             let bits = try XCTUnwrap(mode, "\(name) is missing")

@@ -87,8 +87,17 @@ private final class Runner: @unchecked Sendable {
     private var attempts: [String: DownloadAttempt] = [:]
     private var handles: [String: FetchHandle] = [:]
     private var files: [String: (file: VerifiedFile, mode: Placement.Mode)] = [:]
-    /// Transfers whose files are being prepared, and whether each was cancelled meanwhile.
-    private var preparing: [String: Bool] = [:]
+    /// A preparation under way: which one (a token dropped ahead may be prepared again while
+    /// its first preparation still runs), and what the core said of it meanwhile.
+    private struct Preparing {
+        var generation: Int
+        /// Cancelled: it ends as cancelled (the core waits for its end).
+        var cancelled = false
+        /// Dropped: the core forgot it; its file is closed and nothing is reported.
+        var dropped = false
+    }
+    private var preparing: [String: Preparing] = [:]
+    private var preparations = 0
     /// How each prepared transfer's file goes into place (see `ExistingFile`).
     private var modes: [String: Placement.Mode] = [:]
     /// Request profiles read so far, by id (few: one per `add` that gave options).
@@ -120,7 +129,6 @@ private final class Runner: @unchecked Sendable {
     /// behind placements blocked in `syncfs`. Two, as one was busy enough on workload A that
     /// jobs prepared ahead were often not ready when their slot came.
     private let prepareQueues = [DispatchQueue(label: "haul.prepare.0"), DispatchQueue(label: "haul.prepare.1")]
-    private var preparedCount = 0
     /// Where blocking file work (fsync, rename) runs.
     static let fileQueue = DispatchQueue(label: "haul.files", attributes: .concurrent)
 
@@ -211,7 +219,7 @@ private final class Runner: @unchecked Sendable {
             if let handle = handles[token] {
                 handle.cancel()
             } else if preparing[token] != nil {
-                preparing[token] = true  // it ends when its file is open (see startPreparing)
+                preparing[token]?.cancelled = true  // it ends when its file is open (see startPreparing)
             } else if let attempt = attempts[token] {
                 // Not sent yet (waiting for its validator to be forgotten): it ends here.
                 events.append(.transferEnded(token: token, .failed(.cancelled, status: nil, snapshot: attempt.snapshot),
@@ -231,6 +239,13 @@ private final class Runner: @unchecked Sendable {
                 var results: [String: Placement.Result] = [:]
                 for ((token, _), result) in zip(batch, placed) { results[token] = result }
                 self.send(.placed(results))
+            }
+        case .dropPrepared(let token):
+            if preparing[token] != nil {
+                preparing[token]?.dropped = true  // closed when its file is open (see startPreparing)
+            } else if handles[token] == nil, let attempt = attempts[token] {
+                _ = attempt.verify(FetchResult(head: nil, failure: .cancelled))  // closes its file
+                forget(token)
             }
         case .removeTemp(let lease):
             TempFile(destination: lease.job.destination, jobID: lease.jobID).remove()
@@ -264,13 +279,22 @@ private final class Runner: @unchecked Sendable {
     /// queue, which every transfer's events pass through. Measured on workload A: this queue
     /// was busy about 70 % of the run, half of it preparing.
     private func startPreparing(_ lease: Lease) {
-        preparing[lease.token] = false
-        preparedCount &+= 1
-        prepareQueues[preparedCount % prepareQueues.count].async { [self] in
+        preparations &+= 1
+        let generation = preparations
+        preparing[lease.token] = Preparing(generation: generation)
+        prepareQueues[generation % prepareQueues.count].async { [self] in
             let preparation = prepareFiles(lease)
             queue.enqueue { [self] in
-                let cancelled = preparing.removeValue(forKey: lease.token) ?? false
-                if case .ready(let attempt, _) = preparation, aborted || cancelled {
+                let entry = preparing[lease.token]
+                let current = entry?.generation == generation
+                if current { preparing[lease.token] = nil }
+                guard current, let entry, !entry.dropped, !aborted else {
+                    // Dropped, or superseded by a later preparation of the same lease: its
+                    // file closes, and the core hears nothing of it.
+                    if case .ready(let attempt, _) = preparation { _ = attempt.verify(FetchResult(head: nil, failure: .cancelled)) }
+                    return
+                }
+                if case .ready(let attempt, _) = preparation, entry.cancelled {
                     // Stopped while its file was being opened: it closes unsent.
                     _ = attempt.verify(FetchResult(head: nil, failure: .cancelled))
                     process(.transferEnded(token: lease.token, .failed(.cancelled, status: nil, snapshot: attempt.snapshot),

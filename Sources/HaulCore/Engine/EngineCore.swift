@@ -71,6 +71,9 @@ struct EngineCore {
         /// Send the request.
         case fetch(token: String)
         case cancel(token: String)
+        /// A job prepared ahead left the jobs in hand before it held a slot: close what its
+        /// preparation opened (now, or when it ends), and tell the core nothing of it.
+        case dropPrepared(token: String)
         /// One round trip to the queue; add the progress of these transfers to it.
         case exchange(Exchange, progressOf: [String])
         /// Place these verified files as one batch; answer with `placed`.
@@ -367,8 +370,8 @@ struct EngineCore {
             }
         }
         if transfer.abandoned {
-            // Its lease was lost: the result is not ours to record; a verified file stays in
-            // its temp file for whoever holds the job now.
+            // Its lease was lost: the result is not ours to record; a verified file is closed
+            // (a named temp file stays for whoever holds the job now; an unnamed one is gone).
             if case .verified = end { actions.append(.drop(token: token)) }
             return
         }
@@ -883,12 +886,12 @@ struct EngineCore {
     }
 
     /// A job in hand leaves the ready list without a transfer: its preparation, if one was
-    /// made ahead, is cancelled (its temp file closed).
+    /// made ahead, is dropped (its temp file closed; nothing comes back of it).
     private mutating func dropAhead(_ token: String, jobID: Int, into actions: inout [Action]) {
         aheadStale = true
         guard ahead.removeValue(forKey: token) != nil else { return }
         aheadJobs.remove(jobID)
-        actions.append(.cancel(token: token))
+        actions.append(.dropPrepared(token: token))
     }
 
     private mutating func placeIfDue(now: Int, into actions: inout [Action]) {

@@ -196,8 +196,11 @@ public final class DownloadAttempt: BodySink {
         return ["Range": "bytes=\(resumeOffset)-", "If-Range": storedValidator.headerValue]
     }
 
+    /// What is on disk now. An unnamed file's validator is not given: its bytes cannot be
+    /// resumed, and what holds the temp file's name may be another attempt's (after a lease
+    /// was lost), so recording this one's validator could splice the two.
     public var snapshot: Snapshot {
-        state.withLock { Snapshot(bytesOnDisk: $0.written, expectedTotal: $0.expectedTotal, validator: $0.validator) }
+        state.withLock { Snapshot(bytesOnDisk: $0.written, expectedTotal: $0.expectedTotal, validator: $0.unnamed ? nil : $0.validator) }
     }
 
     // MARK: BodySink
@@ -218,7 +221,8 @@ public final class DownloadAttempt: BodySink {
                temp.name(state.descriptor) {
                 state.unnamed = false  // large: kept under its name from the first byte
             }
-            return Snapshot(bytesOnDisk: state.written, expectedTotal: state.expectedTotal, validator: state.validator)
+            return Snapshot(bytesOnDisk: state.written, expectedTotal: state.expectedTotal,
+                            validator: state.unnamed ? nil : state.validator)
         }
         guard let accepted else { return .reject(state.withLock { $0.failure?.description ?? "rejected" }) }
         onAccepted(accepted)
@@ -343,7 +347,9 @@ public final class DownloadAttempt: BodySink {
             if descriptor >= 0 {
                 // Bytes a later attempt can resume (their validator is known) keep the name
                 // a named temp file would have had.
-                if unnamed && written > 0 && validator != nil { temp.name(descriptor) }
+                if unnamed && written > 0 && validator != nil && temp.name(descriptor) {
+                    state.withLock { $0.unnamed = false }  // its snapshot now gives the validator
+                }
                 close(descriptor)
             }
             return .failed(failure, status: status)

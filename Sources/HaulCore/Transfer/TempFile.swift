@@ -1,5 +1,6 @@
 import CFileSync
 import Foundation
+import Synchronization
 
 /// The hidden file a download is written to, beside its destination, so the final rename is
 /// atomic (same folder, same file system).
@@ -93,7 +94,7 @@ public struct TempFile: Sendable {
         let folder = path.parentFolder
         var fd: Int32
         var openError: Int32
-        if unnamed && Self.unnamedFilesWork {
+        if unnamed && Self.unnamedFilesWork && !Self.linkRefused.load(ordering: .relaxed) {
             fd = Glibc.open(path, flags)  // an earlier attempt's file, to resume
             openError = errno
             if fd < 0 && openError == ENOENT {
@@ -157,6 +158,18 @@ public struct TempFile: Sendable {
     /// Whether unnamed files can be named here: through /proc/self/fd (without /proc, a
     /// download always starts in a named file).
     static let unnamedFilesWork = access("/proc/self/fd", X_OK) == 0
+    /// Set once a link through /proc/self/fd failed for another reason than a taken name (a
+    /// sandbox may refuse it): from then on every download starts in a named file, so only
+    /// the attempts already under way are lost to it.
+    static let linkRefused = Atomic<Bool>(false)
+
+    /// Links the open file `fd` at `target`: 0, or the errno (EEXIST: taken).
+    private static func linkOpenFile(_ fd: Int32, at target: String) -> Int32 {
+        if haul_link_open_file(fd, target) == 0 { return 0 }
+        let code = errno
+        if code != EEXIST { linkRefused.store(true, ordering: .relaxed) }
+        return code
+    }
 
     /// Gives the unnamed file open as `fd` this temp file's name, locked first (see `open()`),
     /// so a later attempt can resume it. False when the name is taken or the link fails: the
@@ -164,7 +177,7 @@ public struct TempFile: Sendable {
     @discardableResult
     func name(_ fd: Int32) -> Bool {
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return false }
-        return haul_link_open_file(fd, path) == 0
+        return Self.linkOpenFile(fd, at: path) == 0
     }
 
     /// Removes the temp file, if any.
@@ -214,8 +227,8 @@ public struct TempFile: Sendable {
     /// fails on a name that exists), or named as the temp file and renamed over what is there.
     private func linkIntoPlace(descriptor fd: Int32, mode: Placement.Mode) throws -> Placement.Moved {
         func taken(_ target: String) throws -> Bool {
-            if haul_link_open_file(fd, target) == 0 { return false }
-            let code = errno
+            let code = Self.linkOpenFile(fd, at: target)
+            if code == 0 { return false }
             guard code == EEXIST else { throw TransferIOError.errno("cannot move the download to \(target)", code: code) }
             var info = stat()
             if lstat(target, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
@@ -240,8 +253,9 @@ public struct TempFile: Sendable {
             if lstat(destination, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
                 throw TransferIOError("destination \(destination) is a folder; remove it or choose another out= name")
             }
-            guard haul_link_open_file(fd, path) == 0 else {
-                throw TransferIOError.errno("cannot name the download \(path) to move it over \(destination)")
+            let code = Self.linkOpenFile(fd, at: path)
+            guard code == 0 else {
+                throw TransferIOError.errno("cannot name the download \(path) to move it over \(destination)", code: code)
             }
             let target: String
             if case .replaceAt(let beside) = mode { target = beside } else { target = destination }

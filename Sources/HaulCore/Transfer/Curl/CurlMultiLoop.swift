@@ -188,6 +188,12 @@ final class CurlMultiLoop: WorkQueue, @unchecked Sendable {
                 : Int32(min(UInt64(Self.longestSleepMilliseconds), (nearest &- now) / 1_000_000 + 1))
             curl_multi_poll(multi, nil, 0, wait, nil)
         }
+        // Starts handed in on this thread by the last `onEnd`s: they end too, as cancelled.
+        while !local.starts.isEmpty {
+            let starts = local.starts
+            local.starts = []
+            for transfer in starts { resume(transfer, FetchResult(head: nil, failure: .cancelled)) }
+        }
         idle.removeAll()
         curl_multi_cleanup(multi)
     }
