@@ -126,4 +126,17 @@ final class VerifiedFileTests: XCTestCase {
         XCTAssertNil(second.snapshot.validator, "the second's bytes are gone: nothing to resume")
         XCTAssertEqual(try String(contentsOfFile: first.temp.path, encoding: .utf8), "bytes of \"v1\"")
     }
+
+    /// A small body still arriving when progress is recorded (a slow server) gets its name
+    /// then, so what is recorded can be resumed after a kill -9.
+    func testAnUnnamedDownloadStillRunningWhenProgressIsRecordedGetsItsName() throws {
+        let folder = try makeTempDirectory()
+        let attempt = try unnamedAttempt("slow.bin", in: folder)
+        _ = attempt.head(ResponseHead(status: 200, headers: ["Content-Length": "50000", "ETag": "\"s\""], url: nil))
+        try feed(attempt, "the first bytes")
+        XCTAssertNil(attempt.snapshot.validator, "unnamed: nothing resumable yet")
+        XCTAssertEqual(attempt.snapshotForProgress().validator, .etag("\"s\""))
+        XCTAssertEqual(try String(contentsOfFile: attempt.temp.path, encoding: .utf8), "the first bytes")
+        _ = attempt.verify(FetchResult(head: nil, failure: .cancelled))
+    }
 }

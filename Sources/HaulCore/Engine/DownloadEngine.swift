@@ -229,7 +229,7 @@ private final class Runner: @unchecked Sendable {
         case .exchange(var request, let progressOf):
             for token in progressOf {
                 guard let attempt = attempts[token], let lease = leases[token] else { continue }
-                request.progress.append(EngineCore.progress(attempt.snapshot, lease: lease))
+                request.progress.append(EngineCore.progress(attempt.snapshotForProgress(), lease: lease))
             }
             exchange(request)
         case .place(let tokens):

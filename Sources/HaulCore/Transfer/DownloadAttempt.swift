@@ -203,6 +203,20 @@ public final class DownloadAttempt: BodySink {
         state.withLock { Snapshot(bytesOnDisk: $0.written, expectedTotal: $0.expectedTotal, validator: $0.unnamed ? nil : $0.validator) }
     }
 
+    /// The snapshot to record as progress: an unnamed file with bytes worth resuming gets its
+    /// name first, so a slow transfer (one still running when progress is recorded, about a
+    /// second in) resumes after a crash whatever its size, as a named one always did.
+    public func snapshotForProgress() -> Snapshot {
+        state.withLock { state in
+            if state.unnamed, state.mode == .writing, state.written > 0, state.validator != nil, state.descriptor >= 0,
+               temp.name(state.descriptor) {
+                state.unnamed = false
+            }
+            return Snapshot(bytesOnDisk: state.written, expectedTotal: state.expectedTotal,
+                            validator: state.unnamed ? nil : state.validator)
+        }
+    }
+
     // MARK: BodySink
 
     public func head(_ head: ResponseHead) -> HeadDisposition {
