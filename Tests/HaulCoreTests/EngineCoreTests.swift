@@ -99,18 +99,13 @@ final class EngineCoreTests: XCTestCase {
 
     /// Begins, answers the first claim with `jobs`, then the slot request with `slots`.
     fileprivate func started(_ harness: inout Harness, jobs: [Lease], slots: [SlotLease]) -> [EngineCore.Action] {
-        let begin = harness.send(.begin)
-        let claim = try? XCTUnwrap(Harness.exchange(in: begin), "the first step claims")
-        XCTAssertGreaterThan(claim?.claim ?? 0, 0)
-        var answer = ExchangeResult()
-        answer.claimed = jobs
-        let afterClaim = harness.send(.exchanged(answer))
+        let afterClaim = harness.claimed(jobs)
+        XCTAssertGreaterThan(harness.actions.compactMap { if case .exchange(let request, _) = $0 { request.claim } else { nil } }.first ?? 0, 0,
+                             "the first step claims")
         XCTAssertTrue(Harness.prepared(in: afterClaim).isEmpty, "no transfer starts without a slot")
         let wanted = Harness.exchange(in: afterClaim)?.wantSlots ?? [:]
         XCTAssertFalse(wanted.isEmpty, "slots are asked for the claimed jobs")
-        var granted = ExchangeResult()
-        granted.grantedSlots = slots
-        return harness.send(.exchanged(granted))
+        return harness.grant(slots)
     }
 
     func testATransferStartsOnlyInsideASlotAndTheSlotPassesToTheNextJobWithoutAnExchange() {

@@ -20,6 +20,15 @@ import Testing
         (0..<count).map { "https://\(host)/\(host)-\($0)" }
     }
 
+    /// `claimers` connections to the fixture's store, which holds 20 jobs of a.example with
+    /// every host's cap at `cap`; and that host's id.
+    private func claimersOfOneHost(_ fixture: StoreFixture, _ claimers: Int, cap: Int) throws -> (stores: [any JobStore], host: Int) {
+        let stores = try (0..<claimers).map { _ in try fixture.open() }
+        try fixture.add(urls("a.example", 20), to: stores[0])
+        try stores[0].setHostCap(cap, host: nil)
+        return (stores, try fixture.hostID(stores[0], "a.example:443"))
+    }
+
     // MARK: Adding
 
     @Test(arguments: StoreKind.allCases) func addingIsIdempotentAndDestinationsStayUnique(_ kind: StoreKind) throws {
@@ -455,10 +464,8 @@ import Testing
     /// one until they are one apart.
     @Test(arguments: StoreKind.allCases) func aHolderFarAboveAWaitingClaimerIsToldToGiveOneBack(_ kind: StoreKind) throws {
         let fixture = try StoreFixture(kind)
-        let x = try fixture.open(), y = try fixture.open()
-        try fixture.add(urls("a.example", 20), to: x)
-        try x.setHostCap(4, host: nil)
-        let a = try fixture.hostID(x, "a.example:443")
+        let (claimers, a) = try claimersOfOneHost(fixture, 2, cap: 4)
+        let x = claimers[0], y = claimers[1]
         var held = try x.exchange(request("x/1/1", want: [a: 4])).grantedSlots
         #expect(held.count == 4)
         #expect(try y.exchange(request("y/2/2", want: [a: 2])).grantedSlots.isEmpty, "the cap is full")
@@ -512,10 +519,8 @@ import Testing
     /// against the other's 1, neither is told to give one back).
     @Test(arguments: StoreKind.allCases) func twoClaimersOnAnOddCapSettle(_ kind: StoreKind) throws {
         let fixture = try StoreFixture(kind)
-        let x = try fixture.open(), y = try fixture.open()
-        try fixture.add(urls("a.example", 20), to: x)
-        try x.setHostCap(3, host: nil)
-        let a = try fixture.hostID(x, "a.example:443")
+        let (claimers, a) = try claimersOfOneHost(fixture, 2, cap: 3)
+        let x = claimers[0], y = claimers[1]
         let xs = try x.exchange(request("x/1/1", want: [a: 2])).grantedSlots
         let ys = try y.exchange(request("y/2/2", want: [a: 1])).grantedSlots
         #expect(xs.count == 2 && ys.count == 1)
@@ -537,10 +542,8 @@ import Testing
     /// Three claimers on the default cap 4, holding 2, 1 and 1: nobody is told to give one back.
     @Test(arguments: StoreKind.allCases) func threeClaimersOnCapFourSettle(_ kind: StoreKind) throws {
         let fixture = try StoreFixture(kind)
-        let x = try fixture.open(), y = try fixture.open(), z = try fixture.open()
-        try fixture.add(urls("a.example", 20), to: x)
-        try x.setHostCap(4, host: nil)
-        let a = try fixture.hostID(x, "a.example:443")
+        let (claimers, a) = try claimersOfOneHost(fixture, 3, cap: 4)
+        let x = claimers[0], y = claimers[1], z = claimers[2]
         let xs = try x.exchange(request("x/1/1", want: [a: 2])).grantedSlots
         _ = try y.exchange(request("y/2/2", want: [a: 1]))
         _ = try z.exchange(request("z/3/3", want: [a: 1]))

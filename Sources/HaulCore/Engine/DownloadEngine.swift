@@ -244,7 +244,7 @@ private final class Runner: @unchecked Sendable {
             if preparing[token] != nil {
                 preparing[token]?.dropped = true  // closed when its file is open (see startPreparing)
             } else if handles[token] == nil, let attempt = attempts[token] {
-                _ = attempt.verify(FetchResult(head: nil, failure: .cancelled))  // closes its file
+                attempt.closeUnsent()
                 forget(token)
             }
         case .removeTemp(let lease):
@@ -274,7 +274,7 @@ private final class Runner: @unchecked Sendable {
         case ended(EngineCore.Event)
     }
 
-    /// Starts a transfer's preparation: its file work runs on `prepareQueue`, so the many
+    /// Starts a transfer's preparation: its file work runs on `prepareQueues`, so the many
     /// system calls it makes (the destination, the temp file, its lock) never hold up this
     /// queue, which every transfer's events pass through. Measured on workload A: this queue
     /// was busy about 70 % of the run, half of it preparing.
@@ -291,12 +291,12 @@ private final class Runner: @unchecked Sendable {
                 guard current, let entry, !entry.dropped, !aborted else {
                     // Dropped, or superseded by a later preparation of the same lease: its
                     // file closes, and the core hears nothing of it.
-                    if case .ready(let attempt, _) = preparation { _ = attempt.verify(FetchResult(head: nil, failure: .cancelled)) }
+                    if case .ready(let attempt, _) = preparation { attempt.closeUnsent() }
                     return
                 }
                 if case .ready(let attempt, _) = preparation, entry.cancelled {
                     // Stopped while its file was being opened: it closes unsent.
-                    _ = attempt.verify(FetchResult(head: nil, failure: .cancelled))
+                    attempt.closeUnsent()
                     process(.transferEnded(token: lease.token, .failed(.cancelled, status: nil, snapshot: attempt.snapshot),
                                            resumedFrom: attempt.resumeOffset))
                     return

@@ -285,27 +285,10 @@ struct EngineCore {
             inFlight = nil
             exchangeNotBefore = now + 1000
             actions.append(.report(.warning("database: \(why); trying again in 1 s")))
-        case .prepared(let token, _) where transfers[token] == nil,
-             .prepareFailed(let token, _) where transfers[token] == nil,
-             .transferEnded(let token, _, _) where transfers[token] == nil:
-            if case .preparing? = ahead[token] { ahead[token] = .done(event) }
-        case .prepared(let token, let forget):
-            guard transfers[token] != nil else { break }
-            if let forget {
-                transfers[token]?.phase = .forgetting
-                forgetting.append(forget)
-            } else {
-                transfers[token]?.phase = .fetching
-                actions.append(.fetch(token: token))
-            }
-        case .prepareFailed(let token, let failure):
-            guard let transfer = transfers[token] else { break }
-            ended(token, transfer, .failed(failure, status: nil, snapshot: nil), resumedFrom: 0, now: now, into: &actions)
+        case .prepared, .prepareFailed, .transferEnded:
+            transferEvent(event, now: now, into: &actions)
         case .headAccepted(let token, let progress):
             if transfers[token] != nil { headProgress.append(progress) }
-        case .transferEnded(let token, let end, let resumedFrom):
-            guard let transfer = transfers[token] else { break }
-            ended(token, transfer, end, resumedFrom: resumedFrom, now: now, into: &actions)
         case .placed(let results):
             for (token, result) in results {
                 guard let item = placing.removeValue(forKey: token) else { continue }
@@ -839,16 +822,26 @@ struct EngineCore {
             switch ahead.removeValue(forKey: lease.token) {
             case nil: actions.append(.prepare(lease))
             case .preparing?: break  // its preparation's end comes as an event
-            case .done(let event)?: actions.append(contentsOf: handleNow(event, now: now))
+            case .done(let event)?: transferEvent(event, now: now, into: &actions)
             }
         }
     }
 
-    /// Handles an event that arrived earlier (a job prepared ahead, now holding a slot).
-    private mutating func handleNow(_ event: Event, now: Int) -> [Action] {
-        var actions: [Action] = []
+    /// A transfer's preparation or the transfer itself ended (`prepared`, `prepareFailed`,
+    /// `transferEnded`). For a job prepared ahead that holds no slot yet, the event is kept
+    /// and handled here again once it holds one (see `startTransfers`).
+    private mutating func transferEvent(_ event: Event, now: Int, into actions: inout [Action]) {
+        let token: String
         switch event {
-        case .prepared(let token, let forget):
+        case .prepared(let t, _), .prepareFailed(let t, _), .transferEnded(let t, _, _): token = t
+        default: return
+        }
+        guard let transfer = transfers[token] else {
+            if case .preparing? = ahead[token] { ahead[token] = .done(event) }
+            return
+        }
+        switch event {
+        case .prepared(_, let forget):
             if let forget {
                 transfers[token]?.phase = .forgetting
                 forgetting.append(forget)
@@ -856,16 +849,13 @@ struct EngineCore {
                 transfers[token]?.phase = .fetching
                 actions.append(.fetch(token: token))
             }
-        case .prepareFailed(let token, let failure):
-            guard let transfer = transfers[token] else { break }
+        case .prepareFailed(_, let failure):
             ended(token, transfer, .failed(failure, status: nil, snapshot: nil), resumedFrom: 0, now: now, into: &actions)
-        case .transferEnded(let token, let end, let resumedFrom):
-            guard let transfer = transfers[token] else { break }
+        case .transferEnded(_, let end, let resumedFrom):
             ended(token, transfer, end, resumedFrom: resumedFrom, now: now, into: &actions)
         default:
             break
         }
-        return actions
     }
 
     /// Prepares the first jobs in hand of each host before they hold a slot, up to

@@ -48,12 +48,11 @@ enum TokenBytes {
     static func next() -> (UInt64, UInt64) {
         pool.withLock { pool in
             if pool.next + 2 > pool.words.count {
-                var generator = SystemRandomNumberGenerator()
-                pool.words.withUnsafeMutableBytes { bytes in
-                    // One read fills the page where the platform allows; else word by word.
-                    if haul_random_bytes(bytes.baseAddress, UInt(bytes.count)) != bytes.count {
-                        for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: generator.next() as UInt64) }
-                    }
+                // One read fills the page where the platform allows; else word by word.
+                let filled = pool.words.withUnsafeMutableBytes { haul_random_bytes($0.baseAddress, UInt($0.count)) == $0.count }
+                if !filled {
+                    var generator = SystemRandomNumberGenerator()
+                    for index in pool.words.indices { pool.words[index] = generator.next() }
                 }
                 pool.next = 0
             }

@@ -115,6 +115,18 @@ public final class DownloadAttempt: BodySink {
         var metadata = ResponseMetadata()
         /// The temp file has no name yet (see `TempFile`).
         var unnamed = false
+
+        /// What is on disk. An unnamed file's validator is not given: its bytes cannot be
+        /// resumed, and what holds the temp file's name may be another attempt's (after a lease
+        /// was lost), so recording this one's validator could splice the two.
+        var snapshot: Snapshot {
+            Snapshot(bytesOnDisk: written, expectedTotal: expectedTotal, validator: unnamed ? nil : validator)
+        }
+
+        /// Gives an unnamed temp file open as `fd` its name, when it has bytes worth resuming.
+        mutating func name(_ temp: TempFile, _ fd: Int32) {
+            if unnamed, fd >= 0, written > 0, validator != nil, temp.name(fd) { unnamed = false }
+        }
     }
 
     /// Bodies at least this long (or of unknown length) are kept under their temp file's name
@@ -196,11 +208,13 @@ public final class DownloadAttempt: BodySink {
         return ["Range": "bytes=\(resumeOffset)-", "If-Range": storedValidator.headerValue]
     }
 
-    /// What is on disk now. An unnamed file's validator is not given: its bytes cannot be
-    /// resumed, and what holds the temp file's name may be another attempt's (after a lease
-    /// was lost), so recording this one's validator could splice the two.
-    public var snapshot: Snapshot {
-        state.withLock { Snapshot(bytesOnDisk: $0.written, expectedTotal: $0.expectedTotal, validator: $0.unnamed ? nil : $0.validator) }
+    /// What is on disk now (see `State.snapshot`).
+    public var snapshot: Snapshot { state.withLock { $0.snapshot } }
+
+    /// Ends an attempt whose request was never sent, or is given up before its end: its temp
+    /// file closes (bytes worth resuming keep their name, as `verify` keeps them).
+    public func closeUnsent() {
+        _ = verify(FetchResult(head: nil, failure: .cancelled))
     }
 
     /// The snapshot to record as progress: an unnamed file with bytes worth resuming gets its
@@ -208,12 +222,8 @@ public final class DownloadAttempt: BodySink {
     /// second in) resumes after a crash whatever its size, as a named one always did.
     public func snapshotForProgress() -> Snapshot {
         state.withLock { state in
-            if state.unnamed, state.mode == .writing, state.written > 0, state.validator != nil, state.descriptor >= 0,
-               temp.name(state.descriptor) {
-                state.unnamed = false
-            }
-            return Snapshot(bytesOnDisk: state.written, expectedTotal: state.expectedTotal,
-                            validator: state.unnamed ? nil : state.validator)
+            if state.mode == .writing { state.name(temp, state.descriptor) }
+            return state.snapshot
         }
     }
 
@@ -235,8 +245,7 @@ public final class DownloadAttempt: BodySink {
                temp.name(state.descriptor) {
                 state.unnamed = false  // large: kept under its name from the first byte
             }
-            return Snapshot(bytesOnDisk: state.written, expectedTotal: state.expectedTotal,
-                            validator: state.unnamed ? nil : state.validator)
+            return state.snapshot
         }
         guard let accepted else { return .reject(state.withLock { $0.failure?.description ?? "rejected" }) }
         onAccepted(accepted)
@@ -350,20 +359,18 @@ public final class DownloadAttempt: BodySink {
     /// Ends the attempt: checks the response and the body (length, checksum) and, when they check
     /// out, hands over the open temp file to be placed (see `VerifiedFile`); otherwise closes it.
     public func verify(_ fetch: FetchResult) -> Verification {
-        let (failure, status, written, total, digest, descriptor, mode, metadata, unnamed, validator) = state.withLock { state in
+        let (failure, status, written, total, digest, descriptor, mode, metadata, unnamed) = state.withLock { state in
             let digest = state.hasher.map { hasher -> String in var copy = hasher; return copy.finalize() }
             let descriptor = state.descriptor
             state.descriptor = -1  // owned from here on by this call
             return (state.failure, state.status, state.written, state.expectedTotal, digest, descriptor, state.mode, state.metadata,
-                    state.unnamed, state.validator)
+                    state.unnamed)
         }
         func fail(_ failure: Failure, _ status: Int?) -> Verification {
             if descriptor >= 0 {
-                // Bytes a later attempt can resume (their validator is known) keep the name
-                // a named temp file would have had.
-                if unnamed && written > 0 && validator != nil && temp.name(descriptor) {
-                    state.withLock { $0.unnamed = false }  // its snapshot now gives the validator
-                }
+                // Bytes a later attempt can resume keep the name a named temp file would have had
+                // (its snapshot then gives their validator).
+                state.withLock { $0.name(temp, descriptor) }
                 close(descriptor)
             }
             return .failed(failure, status: status)

@@ -15,9 +15,10 @@ import Synchronization
 /// (a link) instead of renaming. Measured on workload A (10,000 files in one folder): the
 /// create and the rename took the folder's lock twice a file and cost more kernel time than
 /// anything else haul did. An unnamed file gets its name (`name(_:)`) as soon as keeping it
-/// could matter: when its body is large or of unknown length, and when an attempt ends with
-/// bytes worth resuming; a kill -9 before then loses only a small file's bytes, and no file is
-/// left behind.
+/// could matter: when its body is large or of unknown length, when progress is recorded while
+/// it still arrives, and when an attempt ends with bytes worth resuming (see
+/// `DownloadAttempt`); a kill -9 before then loses only a small, fast file's bytes, and no file
+/// is left behind.
 public struct TempFile: Sendable {
     public static let prefix = ".haul-"
     public static let suffix = ".part"
@@ -92,8 +93,8 @@ public struct TempFile: Sendable {
     public func open(unnamed: Bool) throws -> (descriptor: Int32, length: Int64, unnamed: Bool) {
         let flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK
         let folder = path.parentFolder
-        var fd: Int32
-        var openError: Int32
+        var fd: Int32 = -1
+        var openError = ENOENT
         if unnamed && Self.unnamedFilesWork && !Self.linkRefused.load(ordering: .relaxed) {
             fd = Glibc.open(path, flags)  // an earlier attempt's file, to resume
             openError = errno
@@ -105,10 +106,9 @@ public struct TempFile: Sendable {
                 }
                 if created >= 0 { return (created, 0, true) }
                 // Not on this file system (EOPNOTSUPP, EISDIR…): a named file, as below.
-                fd = Glibc.open(path, flags | O_CREAT, 0o666)
-                openError = errno
             }
-        } else {
+        }
+        if fd < 0 && openError == ENOENT {
             fd = Glibc.open(path, flags | O_CREAT, 0o666)
             openError = errno
         }
@@ -190,81 +190,67 @@ public struct TempFile: Sendable {
     /// the name holds now was never checked). The caller must have made the file's bytes durable
     /// first (see `VerifiedFile`).
     func moveIntoPlace(descriptor fd: Int32, mode: Placement.Mode, unnamed: Bool = false) throws -> Placement.Moved {
-        if unnamed { return try linkIntoPlace(descriptor: fd, mode: mode) }
-        var info = stat()
-        if lstat(destination, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
-            throw TransferIOError("destination \(destination) is a folder; remove it or choose another out= name")
+        let replacing = mode == .replace || { if case .replaceAt = mode { true } else { false } }()
+        if unnamed {
+            // Linked where nothing is, a taken name fails the link (so a folder there is looked
+            // for only then); renamed over what is there once it has the temp file's name.
+            if replacing {
+                try Self.refuseFolder(destination)
+                let code = Self.linkOpenFile(fd, at: path)
+                guard code == 0 else {
+                    throw TransferIOError.errno("cannot name the download \(path) to move it over \(destination)", code: code)
+                }
+            }
+        } else {
+            try Self.refuseFolder(destination)
+            var named = stat(), opened = stat()
+            guard fstat(fd, &opened) == 0 else { throw TransferIOError.errno("cannot examine \(path)") }
+            guard lstat(path, &named) == 0, named.st_dev == opened.st_dev, named.st_ino == opened.st_ino else {
+                throw TransferIOError.refused("temp file \(path) was replaced while haul wrote it")
+            }
         }
-        var named = stat(), opened = stat()
-        guard fstat(fd, &opened) == 0 else { throw TransferIOError.errno("cannot examine \(path)") }
-        guard lstat(path, &named) == 0, named.st_dev == opened.st_dev, named.st_ino == opened.st_ino else {
-            throw TransferIOError.refused("temp file \(path) was replaced while haul wrote it")
+        /// Puts the download at `target` only when nothing is there; false when it is taken.
+        func placeUnlessTaken(_ target: String) throws -> Bool {
+            guard unnamed else { return try moveUnlessTaken(to: target) }
+            let code = Self.linkOpenFile(fd, at: target)
+            if code == 0 { return true }
+            guard code == EEXIST else { throw TransferIOError.errno("cannot move the download to \(target)", code: code) }
+            try Self.refuseFolder(target)
+            return false
         }
         switch mode {
-        case .replace:
-            guard rename(path, destination) == 0 else { throw TransferIOError.errno("cannot move the download to \(destination)") }
-            return .moved(to: nil)
+        case .replace, .replaceAt:
+            let target: String
+            if case .replaceAt(let beside) = mode { target = beside } else { target = destination }
+            guard rename(path, target) == 0 else {
+                let error = TransferIOError.errno("cannot move the download to \(target)")
+                if unnamed { unlink(path) }  // the name it took just now
+                throw error
+            }
+            return .moved(to: mode == .replace ? nil : target)
         case .keepExisting:
-            if try moveUnlessTaken(to: destination) { return .moved(to: nil) }
+            if try placeUnlessTaken(destination) { return .moved(to: nil) }
             var there = stat()
             let size = lstat(destination, &there) == 0 ? Int64(there.st_size) : 0
-            unlink(path)  // a whole, verified download nobody needs: the user's file stays
+            // A whole, verified download nobody needs: the user's file stays (an unnamed one
+            // goes with its descriptor).
+            if !unnamed { unlink(path) }
             return .destinationTaken(size: size)
-        case .replaceAt(let target):
-            guard rename(path, target) == 0 else { throw TransferIOError.errno("cannot move the download to \(target)") }
-            return .moved(to: target)
         case .besideExisting:
-            if try moveUnlessTaken(to: destination) { return .moved(to: nil) }
+            if try placeUnlessTaken(destination) { return .moved(to: nil) }
             for number in 1...Self.besideLimit {
                 let candidate = Self.beside(destination, number)
-                if try moveUnlessTaken(to: candidate) { return .moved(to: candidate) }
+                if try placeUnlessTaken(candidate) { return .moved(to: candidate) }
             }
             throw TransferIOError("\(destination) and \(Self.besideLimit) numbered names beside it are all taken; remove some, or use --if-exists replace")
         }
     }
 
-    /// `moveIntoPlace` for an unnamed file: it is linked where nothing is (atomically: the link
-    /// fails on a name that exists), or named as the temp file and renamed over what is there.
-    private func linkIntoPlace(descriptor fd: Int32, mode: Placement.Mode) throws -> Placement.Moved {
-        func taken(_ target: String) throws -> Bool {
-            let code = Self.linkOpenFile(fd, at: target)
-            if code == 0 { return false }
-            guard code == EEXIST else { throw TransferIOError.errno("cannot move the download to \(target)", code: code) }
-            var info = stat()
-            if lstat(target, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
-                throw TransferIOError("destination \(target) is a folder; remove it or choose another out= name")
-            }
-            return true
-        }
-        switch mode {
-        case .keepExisting:
-            guard try taken(destination) else { return .moved(to: nil) }
-            var there = stat()
-            return .destinationTaken(size: lstat(destination, &there) == 0 ? Int64(there.st_size) : 0)
-        case .besideExisting:
-            if try !taken(destination) { return .moved(to: nil) }
-            for number in 1...Self.besideLimit {
-                let candidate = Self.beside(destination, number)
-                if try !taken(candidate) { return .moved(to: candidate) }
-            }
-            throw TransferIOError("\(destination) and \(Self.besideLimit) numbered names beside it are all taken; remove some, or use --if-exists replace")
-        case .replace, .replaceAt:
-            var info = stat()
-            if lstat(destination, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
-                throw TransferIOError("destination \(destination) is a folder; remove it or choose another out= name")
-            }
-            let code = Self.linkOpenFile(fd, at: path)
-            guard code == 0 else {
-                throw TransferIOError.errno("cannot name the download \(path) to move it over \(destination)", code: code)
-            }
-            let target: String
-            if case .replaceAt(let beside) = mode { target = beside } else { target = destination }
-            guard rename(path, target) == 0 else {
-                let error = TransferIOError.errno("cannot move the download to \(target)")
-                unlink(path)
-                throw error
-            }
-            return .moved(to: mode == .replace ? nil : target)
+    /// Refuses to place a download at `target` when a folder is there.
+    private static func refuseFolder(_ target: String) throws {
+        var info = stat()
+        if lstat(target, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+            throw TransferIOError("destination \(target) is a folder; remove it or choose another out= name")
         }
     }
 
