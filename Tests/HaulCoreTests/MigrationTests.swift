@@ -145,8 +145,50 @@ final class MigrationTests: XCTestCase {
             let claimed = try XCTUnwrap(leases.first { $0.job.url == "https://a.example/1" }?.job.checksum, "from v\(applied)")
             XCTAssertEqual(Checksum(stored: claimed), Checksum(.sha256, hex: Self.sha256), "from v\(applied)")
             try assertCountersConsistent(database)
+            try assertStateCheckIsComparisons(database, "upgraded from v\(applied)")
             XCTAssertEqual(try queue.status().counts[.running], 4)
             XCTAssertEqual(try QueueInvariants.integrityCheck(database), ["ok"])
+        }
+    }
+
+    func testStateCheckHoldsWithoutATemporaryTable() throws {
+        let directory = try makeTempDirectory()
+        // The connection that ran the migrations, and one opened afterwards.
+        try assertStateCheckIsComparisons(try Database(path: directory.file("haul.db")), "the migrating connection")
+        try assertStateCheckIsComparisons(try Database(path: directory.file("haul.db")), "a later connection")
+        // A connection open at version 10 while another process migrates reads the new
+        // definition on its next statement.
+        let path = directory.file("shared.db")
+        let before = try Database(path: path, migrations: Array(Migration.embedded.prefix(10)))
+        XCTAssertTrue(try before.rows("EXPLAIN UPDATE jobs SET state = 'running' WHERE id = 2") { $0.string(1) }.contains("OpenEphemeral"),
+                      "version 10 codes the check as a temporary table (else this test shows nothing)")
+        _ = try Database(path: path)
+        // Its next statement that reads the database finds the schema changed and reloads it
+        // (EXPLAIN alone reads nothing).
+        XCTAssertEqual(try before.scalarInt("SELECT count(*) FROM jobs"), 0)
+        try assertStateCheckIsComparisons(before, "a connection open during the migration")
+    }
+
+    /// Asserts that jobs.state's CHECK still refuses an unknown state, and that a statement
+    /// setting the state builds no temporary b-tree for it (SQLite codes `IN` lists of more than
+    /// two values that way, anew on every run; migration 0011).
+    private func assertStateCheckIsComparisons(_ database: Database, _ label: String,
+                                               file: StaticString = #filePath, line: UInt = #line) throws {
+        let program = try database.rows("EXPLAIN UPDATE jobs SET state = 'running' WHERE id = 1") { $0.string(1) }
+        XCTAssertFalse(program.isEmpty, label, file: file, line: line)
+        XCTAssertFalse(program.contains("OpenEphemeral"), "\(label): setting jobs.state builds a temporary table", file: file, line: line)
+        // In a transaction rolled back at the end: the row is never counted, so it leaves no trace.
+        try database.execute("BEGIN IMMEDIATE")
+        defer { try? database.execute("ROLLBACK") }
+        do {
+            try database.execute("""
+                INSERT INTO jobs (id, url, host_id, destination, destination_key, created_at, updated_at)
+                VALUES (999999, 'https://check.example/x', 1, '/d/check', 999999, 1, 1)
+                """)
+            XCTAssertThrowsError(try database.execute("UPDATE jobs SET state = 'paused' WHERE id = 999999"), label, file: file, line: line) { error in
+                XCTAssertTrue(String(describing: error).contains("CHECK"), "\(label): \(error)", file: file, line: line)
+            }
+            try database.execute("UPDATE jobs SET state = 'cancelled' WHERE id = 999999")
         }
     }
 

@@ -105,6 +105,42 @@ final class QueueExchangeTests: XCTestCase {
         try assertCountersConsistent(queue.database)
     }
 
+    /// The per-job statements run `OR FAIL` (no statement journal, see `JobQueue`): what makes
+    /// that safe is that a failure anywhere in an exchange undoes the whole exchange.
+    func testAFailureMidExchangeUndoesEveryChangeOfIt() throws {
+        let clock = TestClock()
+        let (queue, directory) = try makeQueue(clock: clock)
+        try add((0..<6).map { "https://a.example/\($0)" }, to: queue, in: directory.path)
+        try queue.setHostCap(8, host: nil)
+        let claimed = try queue.exchange(request("m/1/1", claim: 3)).claimed
+        XCTAssertEqual(claimed.count, 3)
+        let totals = { try queue.database.rows("SELECT state, jobs, received_bytes FROM job_totals ORDER BY state") {
+            "\($0.string(0)) \($0.int(1)) \($0.int(2))" } }
+        let before = try totals()
+        // The third completion fails inside SQLite, after the first two and their triggers ran.
+        try queue.database.execute("""
+            CREATE TRIGGER test_refuse BEFORE UPDATE OF state ON jobs WHEN NEW.id = \(claimed[2].jobID) AND NEW.state = 'done'
+            BEGIN SELECT RAISE(FAIL, 'refused by the test'); END;
+            """)
+        var outcomes = request("m/1/1", claim: 3)
+        outcomes.outcomes = claimed.map { .done(jobID: $0.jobID, token: $0.token, status: 200, bytes: 7) }
+        XCTAssertThrowsError(try queue.exchange(outcomes)) { error in
+            XCTAssertTrue(String(describing: error).contains("refused by the test"), "\(error)")
+        }
+        for lease in claimed {
+            XCTAssertEqual(try queue.job(id: lease.jobID)?.state, .running, "job \(lease.jobID)")
+            XCTAssertEqual(try queue.job(id: lease.jobID)?.receivedBytes, 0, "job \(lease.jobID)")
+        }
+        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM jobs WHERE state = 'queued'"), 3, "nothing more claimed")
+        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM attempts WHERE finished_at IS NOT NULL"), 0)
+        XCTAssertEqual(try totals(), before)
+        try assertCountersConsistent(queue.database)
+        // The same exchange goes through once nothing refuses it.
+        try queue.database.execute("DROP TRIGGER test_refuse")
+        XCTAssertEqual(try queue.exchange(outcomes).outcomes, [.recorded, .recorded, .recorded])
+        try assertCountersConsistent(queue.database)
+    }
+
     func testAnExpiredJobLeaseIsNeverRenewed() throws {
         let clock = TestClock()
         let (queue, directory) = try makeQueue(clock: clock)

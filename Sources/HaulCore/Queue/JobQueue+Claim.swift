@@ -65,14 +65,14 @@ extension JobQueue {
             ORDER BY next_attempt_at, id LIMIT ?3
             """)
         let take = try database.statement("""
-            UPDATE jobs SET state = 'running', attempts = attempts + 1,
+            UPDATE OR FAIL jobs SET state = 'running', attempts = attempts + 1,
                 max_attempts = coalesce(?1, max_attempts),
                 lease_token = ?2, lease_owner = ?3, lease_expires_at = ?4, updated_at = ?5
             WHERE id = ?6 AND state = 'queued'
             """)
         let record = try database.statement(
-            "INSERT INTO attempts (job_id, number, lease_token, started_at) VALUES (?, ?, ?, ?)")
-        let touchHost = try database.statement("UPDATE hosts SET last_claim = ? WHERE id = ?")
+            "INSERT OR FAIL INTO attempts (job_id, number, lease_token, started_at) VALUES (?, ?, ?, ?)")
+        let touchHost = try database.statement("UPDATE OR FAIL hosts SET last_claim = ? WHERE id = ?")
         var sequence = try database.statement("SELECT coalesce(max(last_claim), 0) FROM hosts WHERE queued > 0")
             .firstRow([], { $0.int(0) }) ?? 0
         var leases: [Lease] = []
@@ -108,12 +108,12 @@ extension JobQueue {
     /// has used all its attempts — and closes its open attempt record.
     func expireLeases(now: Int) throws {
         try database.run("""
-            UPDATE attempts SET finished_at = ?1, error = 'lease expired: the worker stopped without reporting'
+            UPDATE OR FAIL attempts SET finished_at = ?1, error = 'lease expired: the worker stopped without reporting'
             WHERE finished_at IS NULL AND job_id IN
                 (SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= ?1)
             """, now)
         try database.run("""
-            UPDATE jobs SET
+            UPDATE OR FAIL jobs SET
                 state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
                 last_error = CASE WHEN attempts >= max_attempts
                     THEN 'gave up after ' || attempts || CASE attempts WHEN 1 THEN ' attempt' ELSE ' attempts' END || '; the last one''s worker stopped without reporting (lease expired)'
@@ -131,7 +131,7 @@ extension JobQueue {
         let now = clock()
         try database.transaction(.write) {
             for owner in owners {
-                try database.run("UPDATE jobs SET lease_expires_at = ? WHERE state = 'running' AND lease_owner = ?", now, owner)
+                try database.run("UPDATE OR FAIL jobs SET lease_expires_at = ? WHERE state = 'running' AND lease_owner = ?", now, owner)
                 try database.run("DELETE FROM host_slots WHERE owner = ?", owner)
             }
             try expireLeases(now: now)

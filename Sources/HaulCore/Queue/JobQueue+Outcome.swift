@@ -17,7 +17,7 @@ extension JobQueue {
         guard !leases.isEmpty else { return [] }
         return try database.transaction(.write) {
             let statement = try database.statement("""
-                UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND lease_token = ? AND state = 'running' AND lease_expires_at > ?
+                UPDATE OR FAIL jobs SET lease_expires_at = ? WHERE id = ? AND lease_token = ? AND state = 'running' AND lease_expires_at > ?
                 """)
             var lost: [JobLeaseID] = []
             for lease in leases {
@@ -34,7 +34,7 @@ extension JobQueue {
         let now = clock()
         try database.transaction(.write) {
             let statement = try database.statement("""
-                UPDATE jobs SET received_bytes = ?, expected_bytes = ?, etag = ?, last_modified = ?, updated_at = ?
+                UPDATE OR FAIL jobs SET received_bytes = ?, expected_bytes = ?, etag = ?, last_modified = ?, updated_at = ?
                 WHERE id = ? AND lease_token = ? AND state = 'running'
                 """)
             for update in updates {
@@ -49,7 +49,7 @@ extension JobQueue {
         let now = clock()
         try database.transaction(.write) {
             try database.run("""
-                UPDATE jobs SET state = 'done', last_status = ?, last_error = NULL, error_kind = NULL, received_bytes = ?,
+                UPDATE OR FAIL jobs SET state = 'done', last_status = ?, last_error = NULL, error_kind = NULL, received_bytes = ?,
                     expected_bytes = ?, finished_at = ?, updated_at = ?,
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
                     kept = 0, placed_path = ?, placed_size = ?, placed_mtime = ?, placed_inode = ?, placed_ctime = ?,
@@ -72,7 +72,7 @@ extension JobQueue {
         let now = clock()
         try database.transaction(.write) {
             try database.run("""
-                UPDATE jobs SET state = 'done', last_status = 304, last_error = NULL, error_kind = NULL, finished_at = ?, updated_at = ?,
+                UPDATE OR FAIL jobs SET state = 'done', last_status = 304, last_error = NULL, error_kind = NULL, finished_at = ?, updated_at = ?,
                     received_bytes = coalesce(placed_size, received_bytes), expected_bytes = coalesce(placed_size, expected_bytes),
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL
                 WHERE id = ? AND lease_token = ? AND state = 'running'
@@ -89,7 +89,7 @@ extension JobQueue {
         let now = clock()
         try database.transaction(.write) {
             try database.run("""
-                UPDATE jobs SET state = 'done', last_status = NULL, last_error = NULL, error_kind = NULL, received_bytes = ?,
+                UPDATE OR FAIL jobs SET state = 'done', last_status = NULL, last_error = NULL, error_kind = NULL, received_bytes = ?,
                     expected_bytes = ?, finished_at = ?, updated_at = ?,
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
                     kept = 1, placed_path = NULL, placed_size = NULL, placed_mtime = NULL, placed_inode = NULL, placed_ctime = NULL,
@@ -119,7 +119,7 @@ extension JobQueue {
                 return .failed(reason: reason)
             }
             try database.run("""
-                UPDATE jobs SET state = 'queued', next_attempt_at = ?, last_status = ?, last_error = ?, error_kind = ?, updated_at = ?,
+                UPDATE OR FAIL jobs SET state = 'queued', next_attempt_at = ?, last_status = ?, last_error = ?, error_kind = ?, updated_at = ?,
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
                 WHERE id = ?
                 """, at, status, error, FailureKind.of(error), now, jobID)
@@ -149,7 +149,7 @@ extension JobQueue {
         let reason = reason.hasPrefix(Attempt.interruptedPrefix) ? reason : "\(Attempt.interruptedPrefix) \(reason)"
         return try database.transaction(.write) {
             try database.run("""
-                UPDATE jobs SET state = 'queued', attempts = max(attempts - 1, 0), updated_at = ?,
+                UPDATE OR FAIL jobs SET state = 'queued', attempts = max(attempts - 1, 0), updated_at = ?,
                     next_attempt_at = coalesce(?, next_attempt_at),
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
                 WHERE id = ? AND lease_token = ? AND state = 'running'
@@ -175,7 +175,7 @@ extension JobQueue {
 
     private func finishFailed(jobID: Int, status: Int?, reason: String, now: Int) throws {
         try database.run("""
-            UPDATE jobs SET state = 'failed', last_status = ?, last_error = ?, error_kind = ?, finished_at = ?, updated_at = ?,
+            UPDATE OR FAIL jobs SET state = 'failed', last_status = ?, last_error = ?, error_kind = ?, finished_at = ?, updated_at = ?,
                 lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
             WHERE id = ?
             """, status, reason, FailureKind.of(reason), now, now, jobID)
@@ -183,7 +183,7 @@ extension JobQueue {
 
     private func closeAttempt(jobID: Int, token: String, now: Int, status: Int?, error: String?, bytes: Int?) throws {
         try database.run("""
-            UPDATE attempts SET finished_at = ?, status = ?, error = ?, bytes = ?
+            UPDATE OR FAIL attempts SET finished_at = ?, status = ?, error = ?, bytes = ?
             WHERE job_id = ? AND lease_token = ? AND finished_at IS NULL
             """, now, status, error, bytes, jobID, token)
     }

@@ -53,6 +53,12 @@ public struct Migrator: Sendable {
                     );
                     """)
                 try database.execute(migration.sql)
+                // A migration that edits a definition in sqlite_schema directly (0011) leaves the
+                // schema version as it was, so connections already open would keep the old
+                // definition: bump it after every migration (one made of DDL statements has
+                // bumped it already; once more costs nothing).
+                let version = try database.scalarInt("PRAGMA schema_version")
+                try database.execute("PRAGMA schema_version = \(version + 1)")
                 try database.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                                  migration.version, migration.name, Int(Date().timeIntervalSince1970 * 1000))
             }
