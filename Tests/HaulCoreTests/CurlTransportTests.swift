@@ -122,4 +122,30 @@ final class CurlTransportTests: XCTestCase {
         XCTAssertEqual(log, ["block 1 begins", "block 1 ends", "block 2", "block 3", "a ended 200", "b ended"])
         XCTAssertEqual(threads.count, 1, "every block and every end ran on the one loop thread")
     }
+
+    /// Work handed in from other threads wakes the loop only when the inbox was empty (the
+    /// first item's wake-up covers the rest): none of it may wait for the loop's longest sleep
+    /// (1 s). Rounds of one block, then of many from four threads at once, each handed in while
+    /// the loop sleeps, must all run well within it.
+    func testWorkHandedInFromOtherThreadsNeverWaitsForTheLoopsLongestSleep() throws {
+        let transport = try CurlTransport()
+        let queue = try XCTUnwrap(transport.workQueue)
+        for (round, perThread) in [1, 1, 250, 250, 1].enumerated() {
+            let threads = perThread == 1 ? 1 : 4
+            let total = threads * perThread
+            let ran = Atomic<Int>(0)
+            let allRan = DispatchSemaphore(value: 0)
+            DispatchQueue.concurrentPerform(iterations: threads) { _ in
+                for _ in 0..<perThread {
+                    queue.enqueue {
+                        if ran.add(1, ordering: .relaxed).newValue == total { allRan.signal() }
+                    }
+                }
+            }
+            XCTAssertEqual(allRan.wait(timeout: .now() + 0.5), .success,
+                           "round \(round): \(ran.load(ordering: .relaxed)) of \(total) blocks ran within 0.5 s")
+            // No event tells that the loop sleeps again: a pause long enough for it to.
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+    }
 }

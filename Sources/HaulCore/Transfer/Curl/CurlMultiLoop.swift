@@ -30,6 +30,11 @@ final class CurlMultiLoop: WorkQueue, @unchecked Sendable {
         var blocks: [@Sendable () -> Void] = []
         var cancelAll = false
         var closed = false
+
+        /// Nothing handed in since the loop last took the inbox. Only the work that makes it
+        /// non-empty wakes the loop: the loop takes the whole inbox under the mutex, so a
+        /// wake-up made for the first item covers every later one until then.
+        var isEmpty: Bool { starts.isEmpty && cancels.isEmpty && blocks.isEmpty && !cancelAll }
     }
 
     /// Idle connections libcurl keeps open for reuse, at most.
@@ -79,8 +84,9 @@ final class CurlMultiLoop: WorkQueue, @unchecked Sendable {
         if onLoop { return local.blocks.append(block) }
         inbox.withLock { inbox in
             guard !inbox.closed else { return }
+            let wake = inbox.isEmpty
             inbox.blocks.append(block)
-            curl_multi_wakeup(multi)
+            if wake { curl_multi_wakeup(multi) }
         }
     }
 
@@ -89,8 +95,9 @@ final class CurlMultiLoop: WorkQueue, @unchecked Sendable {
         if onLoop { return local.starts.append(transfer) }
         let accepted = inbox.withLock { inbox -> Bool in
             guard !inbox.closed else { return false }
+            let wake = inbox.isEmpty
             inbox.starts.append(transfer)
-            curl_multi_wakeup(multi)
+            if wake { curl_multi_wakeup(multi) }
             return true
         }
         if !accepted { resume(transfer, FetchResult(head: nil, failure: .cancelled)) }
@@ -101,8 +108,9 @@ final class CurlMultiLoop: WorkQueue, @unchecked Sendable {
         if onLoop { return local.cancels.append(transfer) }
         inbox.withLock { inbox in
             guard !inbox.closed else { return }
+            let wake = inbox.isEmpty
             inbox.cancels.append(transfer)
-            curl_multi_wakeup(multi)
+            if wake { curl_multi_wakeup(multi) }
         }
     }
 
@@ -110,8 +118,9 @@ final class CurlMultiLoop: WorkQueue, @unchecked Sendable {
         if onLoop { local.cancelAll = true; return }
         inbox.withLock { inbox in
             guard !inbox.closed else { return }
+            let wake = inbox.isEmpty
             inbox.cancelAll = true
-            curl_multi_wakeup(multi)
+            if wake { curl_multi_wakeup(multi) }
         }
     }
 
