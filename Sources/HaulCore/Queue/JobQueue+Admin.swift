@@ -144,14 +144,17 @@ extension JobQueue {
     }
 
     /// A consistent snapshot of the queue. Cheap at any queue length: the counts come from
-    /// trigger-maintained totals.
+    /// totals the queue keeps (running jobs, the few under a lease, are counted afresh).
     public func status() throws -> QueueStatus {
         let now = clock()
         return try database.transaction(.read) {
             var status = QueueStatus()
-            for row in try database.rows(
-                "SELECT state, jobs, expected_bytes, received_bytes, unknown_size FROM job_totals", [], {
-                    (JobState(rawValue: $0.string(0)), $0.int(1), $0.int(2), $0.int(3), $0.int(4)) }) {
+            let running = try runningTotals()
+            var rows = try database.rows(
+                "SELECT state, jobs, expected_bytes, received_bytes, unknown_size FROM job_totals WHERE state <> 'running'", [], {
+                    (JobState(rawValue: $0.string(0)), $0.int(1), $0.int(2), $0.int(3), $0.int(4)) })
+            rows.append((.running, running.jobs, running.expectedBytes, running.receivedBytes, running.unknownSize))
+            for row in rows {
                 guard let state = row.0 else { continue }
                 status.counts[state] = row.1
                 if state != .cancelled {

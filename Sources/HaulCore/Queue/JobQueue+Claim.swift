@@ -72,13 +72,21 @@ extension JobQueue {
             """)
         let record = try database.statement(
             "INSERT OR FAIL INTO attempts (job_id, number, lease_token, started_at) VALUES (?, ?, ?, ?)")
-        let touchHost = try database.statement("UPDATE OR FAIL hosts SET last_claim = ? WHERE id = ?")
+        // A claim fires no counting trigger (migration 0012): the queued counters drop here, once
+        // per batch and host, by what the claimed rows held.
+        let touchHost = try database.statement("UPDATE OR FAIL hosts SET last_claim = ?, queued = queued - ? WHERE id = ?")
+        let uncount = try database.statement("""
+            UPDATE OR FAIL job_totals SET jobs = jobs - ?, expected_bytes = expected_bytes - ?, received_bytes = received_bytes - ?,
+                unknown_size = unknown_size - ?
+            WHERE state = 'queued'
+            """)
         var sequence = try database.statement("SELECT coalesce(max(last_claim), 0) FROM hosts WHERE queued > 0")
             .firstRow([], { $0.int(0) }) ?? 0
         var leases: [Lease] = []
         var open = hosts
         var candidates: [Int: ArraySlice<Job>] = [:]
-        var lastClaim: [Int: Int] = [:]
+        var lastClaim: [Int: (sequence: Int, taken: Int)] = [:]
+        var expectedBytes = 0, receivedBytes = 0, unknownSize = 0
         while leases.count < limit && !open.isEmpty {
             var stillOpen: [(id: Int, name: String, room: Int)] = []
             for host in open where leases.count < limit {
@@ -94,13 +102,17 @@ extension JobQueue {
                                          maxAttempts: maxAttempts, now: now)
                 try record.run([job.id, job.attempts, token, now])
                 sequence += 1
-                lastClaim[host.id] = sequence
+                lastClaim[host.id] = (sequence, (lastClaim[host.id]?.taken ?? 0) + 1)
+                expectedBytes += queued.expectedBytes ?? 0
+                receivedBytes += queued.receivedBytes
+                if queued.expectedBytes == nil { unknownSize += 1 }
                 leases.append(Lease(job: job, token: token))
                 if host.room > 1, candidates[host.id]?.isEmpty == false { stillOpen.append((host.id, host.name, host.room - 1)) }
             }
             open = stillOpen
         }
-        for (host, claim) in lastClaim { try touchHost.run([claim, host]) }
+        for (host, claim) in lastClaim { try touchHost.run([claim.sequence, claim.taken, host]) }
+        if !leases.isEmpty { try uncount.run([leases.count, expectedBytes, receivedBytes, unknownSize]) }
         return leases
     }
 

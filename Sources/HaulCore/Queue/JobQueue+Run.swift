@@ -2,12 +2,17 @@
 extension JobQueue {
     /// Jobs still to be finished: queued plus running, over every process.
     public func unfinishedCount() throws -> (queued: Int, running: Int) {
-        let rows = try database.rows("SELECT state, jobs FROM job_totals WHERE state IN ('queued', 'running')") {
-            ($0.string(0), $0.int(1))
-        }
-        var queued = 0, running = 0
-        for (state, count) in rows { if state == "queued" { queued = count } else { running = count } }
-        return (queued, running)
+        let queued = try database.scalarInt("SELECT jobs FROM job_totals WHERE state = 'queued'")
+        return (queued, try runningTotals().jobs)
+    }
+
+    /// The running jobs' count and bytes, from the jobs themselves: they are the few under a
+    /// lease (found through the jobs_running index), and job_totals does not count them.
+    func runningTotals() throws -> (jobs: Int, expectedBytes: Int, receivedBytes: Int, unknownSize: Int) {
+        try database.firstRow("""
+            SELECT count(*), coalesce(sum(expected_bytes), 0), coalesce(sum(received_bytes), 0), count(*) - count(expected_bytes)
+            FROM jobs WHERE state = 'running'
+            """, [], { ($0.int(0), $0.int(1), $0.int(2), $0.int(3)) }) ?? (0, 0, 0, 0)
     }
 
     /// The soonest moment (Unix ms) a queued job may become claimable: a retry falling due or a
