@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -41,10 +42,24 @@ int haul_open_unnamed(const char *folder, unsigned int mode) {
     return open(folder, O_TMPFILE | O_RDWR | O_CLOEXEC, (mode_t)mode);
 }
 
-int haul_link_open_file(int fd, const char *target) {
+/* Whether linkat(fd, "", …, AT_EMPTY_PATH) works here: it needs CAP_DAC_READ_SEARCH, and
+   fails with ENOENT without it. Tried first (it skips resolving a /proc path: measured, about a
+   tenth of an unnamed file's create-and-link cost), given up process-wide at the first ENOENT. */
+static _Atomic int empty_path_links = 1;
+
+int haul_link_open_file_by_proc(int fd, const char *target) {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     return linkat(AT_FDCWD, path, AT_FDCWD, target, AT_SYMLINK_FOLLOW);
+}
+
+int haul_link_open_file(int fd, const char *target) {
+    if (empty_path_links) {
+        if (linkat(fd, "", AT_FDCWD, target, AT_EMPTY_PATH) == 0) return 0;
+        if (errno != ENOENT) return -1;
+        empty_path_links = 0;
+    }
+    return haul_link_open_file_by_proc(fd, target);
 }
 
 int haul_mark_file(int fd, const char *value) {

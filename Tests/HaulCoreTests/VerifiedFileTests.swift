@@ -1,3 +1,4 @@
+import CFileSync
 import Foundation
 import XCTest
 @testable import HaulCore
@@ -74,6 +75,24 @@ final class VerifiedFileTests: XCTestCase {
         file.close()
         XCTAssertEqual(try String(contentsOfFile: folder.file("small.txt"), encoding: .utf8), "small")
         XCTAssertEqual(tempNames(in: folder), [])
+    }
+
+    /// Both ways of naming an unnamed file work: AT_EMPTY_PATH (with CAP_DAC_READ_SEARCH, as
+    /// root) and /proc/self/fd (without it), and neither replaces a file.
+    func testAnUnnamedFileIsNamedEitherWayAndNeverOverAFile() throws {
+        let folder = try makeTempDirectory()
+        for (name, link) in [("default", haul_link_open_file), ("proc", haul_link_open_file_by_proc)] {
+            let fd = haul_open_unnamed(folder.path, 0o644)
+            XCTAssertGreaterThanOrEqual(fd, 0, "O_TMPFILE in \(folder.path)")
+            defer { close(fd) }
+            XCTAssertEqual(write(fd, name, name.utf8.count), name.utf8.count)
+            XCTAssertEqual(link(fd, folder.file(name)), 0, "\(name): \(String(cString: strerror(errno)))")
+            XCTAssertEqual(try String(contentsOfFile: folder.file(name), encoding: .utf8), name)
+            FileManager.default.createFile(atPath: folder.file(name + ".taken"), contents: Data("theirs".utf8))
+            XCTAssertEqual(link(fd, folder.file(name + ".taken")), -1, name)
+            XCTAssertEqual(errno, EEXIST, name)
+            XCTAssertEqual(try String(contentsOfFile: folder.file(name + ".taken"), encoding: .utf8), "theirs")
+        }
     }
 
     func testAnUnnamedDownloadKeepsAFileThatAppearedAndReplacesOnlyWhenAsked() throws {

@@ -39,9 +39,13 @@ int haul_open_unnamed(const char *folder, unsigned int mode);
 /// returns the count filled, or -1 with errno.
 long haul_random_bytes(void *buffer, unsigned long length);
 
-/// Gives the open file `fd` the name `target` (which must not exist: EEXIST), through
-/// /proc/self/fd; 0 or -1 with errno.
+/// Gives the open file `fd` the name `target` (which must not exist: EEXIST): by AT_EMPTY_PATH
+/// where the process may (CAP_DAC_READ_SEARCH), else through /proc/self/fd; 0 or -1 with errno.
 int haul_link_open_file(int fd, const char *target);
+
+/// haul_link_open_file's way without the capability: through /proc/self/fd (so tests run as
+/// root still exercise it).
+int haul_link_open_file_by_proc(int fd, const char *target);
 
 /// Sets the extended attribute user.haul.job of the open file `fd` to `value` (which haul's own
 /// placed files carry, see ExistingFile). Returns 0, or -1 with errno set (ENOTSUP where the
