@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
@@ -68,4 +70,12 @@ int haul_mark_file(int fd, const char *value) {
 
 long haul_read_mark(const char *path, char *buffer, unsigned long size) {
     return (long)lgetxattr(path, "user.haul.job", buffer, size);
+}
+
+int haul_way_has_no_links(const char *folder) {
+    struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS };
+    int fd = (int)syscall(SYS_openat2, AT_FDCWD, folder, &how, sizeof how);
+    if (fd < 0) return 0;
+    close(fd);
+    return 1;
 }

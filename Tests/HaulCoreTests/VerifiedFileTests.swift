@@ -44,6 +44,34 @@ final class VerifiedFileTests: XCTestCase {
         XCTAssertFalse(TempFile.syncFolder(of: "/nonexistent-haul-folder/file"))
     }
 
+    // MARK: The way to the destination
+
+    /// A way with no link passes (one openat2); a link made before the job was added passes;
+    /// one made after it is refused, wherever it sits on the way.
+    func testOnlyALinkMadeAfterTheAddIsRefusedOnTheWay() throws {
+        let root = try makeTempDirectory()
+        let real = root.file("real")
+        try FileManager.default.createDirectory(atPath: real + "/deep", withIntermediateDirectories: true)
+        XCTAssertEqual(haul_way_has_no_links(real + "/deep"), 1)
+        XCTAssertNoThrow(try TempFile(destination: real + "/deep/f", jobID: 1).checkNoNewLinks(since: Int(Date().timeIntervalSince1970 * 1000)))
+        // An old link: made, then the job added a second later.
+        try FileManager.default.createSymbolicLink(atPath: root.file("old"), withDestinationPath: real)
+        let afterOld = Int(Date().timeIntervalSince1970 * 1000) + 1000
+        XCTAssertEqual(haul_way_has_no_links(root.file("old") + "/deep"), 0, "a link on the way is seen")
+        XCTAssertNoThrow(try TempFile(destination: root.file("old") + "/deep/f", jobID: 2).checkNoNewLinks(since: afterOld))
+        // A new link: the job was added a second before it was made.
+        let beforeNew = Int(Date().timeIntervalSince1970 * 1000) - 1000
+        try FileManager.default.createSymbolicLink(atPath: root.file("new"), withDestinationPath: real)
+        XCTAssertThrowsError(try TempFile(destination: root.file("new") + "/deep/f", jobID: 3).checkNoNewLinks(since: beforeNew)) { error in
+            XCTAssertTrue(String(describing: error).contains("became a symbolic link"), "\(error)")
+        }
+        // Deeper on the way, and the last folder itself.
+        try FileManager.default.createSymbolicLink(atPath: real + "/link", withDestinationPath: real + "/deep")
+        XCTAssertThrowsError(try TempFile(destination: real + "/link/f", jobID: 4).checkNoNewLinks(since: beforeNew))
+        // A way that does not exist yet passes: its folders are made, not followed.
+        XCTAssertNoThrow(try TempFile(destination: real + "/missing/more/f", jobID: 5).checkNoNewLinks(since: beforeNew))
+    }
+
     // MARK: Unnamed temp files (O_TMPFILE)
 
     /// The temp files (`.haul-*.part`) in `folder`.

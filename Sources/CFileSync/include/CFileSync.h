@@ -47,6 +47,11 @@ int haul_link_open_file(int fd, const char *target);
 /// root still exercise it).
 int haul_link_open_file_by_proc(int fd, const char *target);
 
+/// 1 when `folder` exists and no component of the way to it is a symbolic link (one openat2
+/// with RESOLVE_NO_SYMLINKS), else 0: a link on the way, a missing folder, or a kernel before
+/// 5.6 — the caller then looks component by component.
+int haul_way_has_no_links(const char *folder);
+
 /// Sets the extended attribute user.haul.job of the open file `fd` to `value` (which haul's own
 /// placed files carry, see ExistingFile). Returns 0, or -1 with errno set (ENOTSUP where the
 /// file system has no user attributes).
