@@ -448,6 +448,12 @@ extension QueueClaimTests {
         }
         let all = tokens.withLock { $0 }
         XCTAssertEqual(Set(all).count, all.count, "a token was handed out twice")
-        XCTAssertTrue(all.allSatisfy { $0.split(separator: "-").count == 2 && $0.count >= 3 }, "\(all.prefix(3))")
+        let alphabet = Set("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-_")
+        XCTAssertTrue(all.allSatisfy { $0.utf8.count == 15 && $0.allSatisfy(alphabet.contains) }, "\(all.prefix(3))")
+        // Every character position takes many values (the bits are spread over all fifteen).
+        for position in 0..<15 {
+            let seen = Set(all.map { Array($0.utf8)[position] })
+            XCTAssertGreaterThan(seen.count, 32, "position \(position)")
+        }
     }
 }

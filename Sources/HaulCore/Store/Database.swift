@@ -39,7 +39,7 @@ public final class Database {
 
     let handle: OpaquePointer
     public let path: String
-    private var cache: [String: Statement] = [:]
+    private var cache: [StatementKey: Statement] = [:]
     private var transactionDepth = 0
 
     /// Opens (or creates) the database at `path` and brings its schema up to date.
@@ -140,9 +140,10 @@ public final class Database {
 
     /// The cached prepared statement for `sql`, preparing it on first use.
     public func statement(_ sql: String) throws -> Statement {
-        if let cached = cache[sql] { return cached }
+        let key = StatementKey(sql)
+        if let cached = cache[key] { return cached }
         let statement = try Statement(database: self, sql: sql)
-        cache[sql] = statement
+        cache[key] = statement
         return statement
     }
 
@@ -210,4 +211,29 @@ public final class Database {
         SQLiteError(code: sqlite3_extended_errcode(handle), message: String(cString: sqlite3_errmsg(handle)), sql: sql,
                     systemErrno: sqlite3_system_errno(handle))
     }
+}
+
+/// A statement cache's key: the SQL text, hashed by its length and its first and last 64 bytes
+/// only. The hot statements run to a thousand bytes, and hashing all of them on every lookup
+/// cost about as much as binding their values; texts that differ only in the middle share a
+/// hash and are told apart by the full comparison.
+private struct StatementKey: Hashable {
+    let sql: String
+
+    init(_ sql: String) { self.sql = sql }
+
+    func hash(into hasher: inout Hasher) {
+        var sql = sql
+        sql.withUTF8 { bytes in
+            hasher.combine(bytes.count)
+            if bytes.count <= 128 {
+                hasher.combine(bytes: UnsafeRawBufferPointer(bytes))
+            } else {
+                hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes)[..<64]))
+                hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes)[(bytes.count - 64)...]))
+            }
+        }
+    }
+
+    static func == (a: StatementKey, b: StatementKey) -> Bool { a.sql == b.sql }
 }

@@ -189,7 +189,11 @@ final class CurlEasyTransfer: @unchecked Sendable {
         guard lowercased, slice.contains(where: { (0x41...0x5A).contains($0) }) else {
             return String(decoding: slice, as: UTF8.self)
         }
-        return String(decoding: slice.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+        // Lower-cased straight into the string's storage (no array in between).
+        return String(unsafeUninitializedCapacity: slice.count) { buffer in
+            for (index, byte) in slice.enumerated() { buffer[index] = (0x41...0x5A).contains(byte) ? byte | 0x20 : byte }
+            return slice.count
+        }
     }
 
     /// The blank line after a response's headers: decide what its body is for.
