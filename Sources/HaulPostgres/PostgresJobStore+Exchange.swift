@@ -480,8 +480,10 @@ extension PostgresJobStore {
                 ) p
             ),
             taken AS (
+                -- Tokens of 15 characters (56 random bits), which Swift keeps inside a string value
+                -- (see JobQueue.newToken); fencing needs them unique per job, not across the queue.
                 UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, max_attempts = coalesce($4, j.max_attempts),
-                    lease_token = gen_random_uuid()::text, lease_owner = $5, lease_expires_at = $6, updated_at = $3
+                    lease_token = left(replace(gen_random_uuid()::text, '-', ''), 15), lease_owner = $5, lease_expires_at = $6, updated_at = $3
                 FROM picked WHERE j.id = picked.id
                 RETURNING j.*
             ),
