@@ -1,15 +1,30 @@
 /// A job claimed by one worker: only the holder of `token` may complete, reschedule or fail it,
 /// and only until the lease expires and another claimer takes the job back.
+///
+/// Guarantees: a plain value (equal when token and job are). The job is kept in one shared,
+/// immutable box: the engine copies a lease into several of its maps at every step of a job, and
+/// a copy then costs one reference count instead of one for each of the job's strings.
 public struct Lease: Sendable, Equatable {
-    public let job: Job
+    private let box: JobBox
     public let token: String
 
-    public var jobID: Int { job.id }
+    public var job: Job { box.job }
+    public var jobID: Int { box.job.id }
 
     public init(job: Job, token: String) {
-        self.job = job
+        self.box = JobBox(job)
         self.token = token
     }
+
+    public static func == (a: Lease, b: Lease) -> Bool {
+        a.token == b.token && (a.box === b.box || a.box.job == b.box.job)
+    }
+}
+
+/// `Sendable`: its one property is an immutable `Sendable` value.
+private final class JobBox: Sendable {
+    let job: Job
+    init(_ job: Job) { self.job = job }
 }
 
 /// Who holds leases: a process on a machine. Written into each lease so a later run on the same
