@@ -31,9 +31,7 @@ final class CurlMultiLoop: WorkQueue, @unchecked Sendable {
         var cancelAll = false
         var closed = false
 
-        /// Nothing handed in since the loop last took the inbox. Only the work that makes it
-        /// non-empty wakes the loop: the loop takes the whole inbox under the mutex, so a
-        /// wake-up made for the first item covers every later one until then.
+        /// Nothing handed in since the loop last took the inbox (see `handIn`).
         var isEmpty: Bool { starts.isEmpty && cancels.isEmpty && blocks.isEmpty && !cancelAll }
     }
 
@@ -81,46 +79,39 @@ final class CurlMultiLoop: WorkQueue, @unchecked Sendable {
 
     /// Runs `block` on the loop's thread, between turns. Dropped once the loop is closed.
     func enqueue(_ block: @escaping @Sendable () -> Void) {
-        if onLoop { return local.blocks.append(block) }
-        inbox.withLock { inbox in
-            guard !inbox.closed else { return }
-            let wake = inbox.isEmpty
-            inbox.blocks.append(block)
-            if wake { curl_multi_wakeup(multi) }
-        }
+        handIn { $0.blocks.append(block) }
     }
 
     /// Hands a transfer to the loop (its `onEnd` set). After `close`, it ends as cancelled.
     func submit(_ transfer: CurlEasyTransfer) {
-        if onLoop { return local.starts.append(transfer) }
-        let accepted = inbox.withLock { inbox -> Bool in
-            guard !inbox.closed else { return false }
-            let wake = inbox.isEmpty
-            inbox.starts.append(transfer)
-            if wake { curl_multi_wakeup(multi) }
-            return true
-        }
-        if !accepted { resume(transfer, FetchResult(head: nil, failure: .cancelled)) }
+        if !handIn({ $0.starts.append(transfer) }) { resume(transfer, FetchResult(head: nil, failure: .cancelled)) }
     }
 
     func cancel(_ transfer: CurlEasyTransfer) {
         transfer.cancelRequested.store(true, ordering: .releasing)
-        if onLoop { return local.cancels.append(transfer) }
-        inbox.withLock { inbox in
-            guard !inbox.closed else { return }
-            let wake = inbox.isEmpty
-            inbox.cancels.append(transfer)
-            if wake { curl_multi_wakeup(multi) }
-        }
+        handIn { $0.cancels.append(transfer) }
     }
 
     func cancelAll() {
-        if onLoop { local.cancelAll = true; return }
-        inbox.withLock { inbox in
-            guard !inbox.closed else { return }
+        handIn { $0.cancelAll = true }
+    }
+
+    /// Adds work with `add`: on the loop's thread to its own lists (done before it next sleeps),
+    /// from any other thread to the inbox. Only the work that makes the inbox non-empty wakes the
+    /// loop: the loop takes the whole inbox under the mutex, so a wake-up made for the first item
+    /// covers every later one until then. False when the loop is closed (nothing was added).
+    @discardableResult
+    private func handIn(_ add: (inout Inbox) -> Void) -> Bool {
+        if onLoop {
+            add(&local)
+            return true
+        }
+        return inbox.withLock { inbox in
+            guard !inbox.closed else { return false }
             let wake = inbox.isEmpty
-            inbox.cancelAll = true
+            add(&inbox)
             if wake { curl_multi_wakeup(multi) }
+            return true
         }
     }
 
