@@ -31,12 +31,17 @@ public final class PostgresConnection {
 
     /// The URL without its password (`postgres://user@host:port/db`), for messages.
     public let location: String
-    private let handle: OpaquePointer
+    let handle: OpaquePointer
     /// Prepared statement names by SQL text.
-    private var prepared: [String: String] = [:]
+    var prepared: [String: String] = [:]
     /// The number of the last statement prepared (names are never reused).
     private var preparedCount = 0
-    private var transactionDepth = 0
+    private(set) var transactionDepth = 0
+    /// The BEGIN of a transaction whose body has sent nothing yet: it travels with the body's
+    /// first statement (one round trip for both, see `pipeline`).
+    var pendingBegin: String?
+    /// The body's last pipeline ended with COMMIT (`pipeline(_:commit:)`): the transaction is over.
+    var committedEarly = false
 
     /// Connects to `url`: a `postgres://` or `postgresql://` URI or a `key=value` connection
     /// string, read by libpq (so `PGPASSWORD`, `~/.pgpass`, `PGHOST`…, `sslmode` and the other
@@ -89,6 +94,12 @@ public final class PostgresConnection {
     /// separated by `;` (migrations). Results are discarded.
     public func execute(_ sql: String) throws {
         guard !sql.utf8.contains(0) else { throw nulError(sql: sql) }
+        if let begin = pendingBegin {
+            pendingBegin = nil
+            let result = PQexec(handle, begin)
+            defer { PQclear(result) }
+            try check(result, sql: begin, secrets: [])
+        }
         let result = PQexec(handle, sql)
         defer { PQclear(result) }
         try check(result, sql: sql, secrets: [])
@@ -96,6 +107,7 @@ public final class PostgresConnection {
 
     /// Runs one statement with `$1`, `$2`… parameters and returns its rows.
     public func query(_ sql: String, _ parameters: [PostgresValue] = []) throws -> PostgresRows {
+        if pendingBegin != nil { return try pipeline([(sql, parameters)])[0].rows }
         let result = try executePrepared(sql, parameters)
         defer { PQclear(result) }
         return Self.rows(of: result)
@@ -105,6 +117,7 @@ public final class PostgresConnection {
     /// updated, deleted, selected… (`PQcmdTuples`; 0 for statements that report none).
     @discardableResult
     public func run(_ sql: String, _ parameters: [PostgresValue] = []) throws -> Int {
+        if pendingBegin != nil { return try pipeline([(sql, parameters)])[0].affected }
         let result = try executePrepared(sql, parameters)
         defer { PQclear(result) }
         return Int(String(cString: PQcmdTuples(result))) ?? 0
@@ -113,6 +126,9 @@ public final class PostgresConnection {
     // MARK: - Transactions
 
     /// Runs `body` in a transaction: BEGIN, then COMMIT when it returns, ROLLBACK when it throws.
+    /// BEGIN is sent with the body's first statement, in one round trip; a body whose last
+    /// pipeline commits (`pipeline(_:commit: true)`) has COMMIT travel with it, and whatever it
+    /// runs after that runs outside the transaction.
     ///
     /// When the transaction fails with a serialization failure (40001) or a deadlock (40P01) —
     /// thrown by `body` or by COMMIT — it is rolled back and `body` runs again, after a
@@ -139,18 +155,25 @@ public final class PostgresConnection {
     }
 
     private func attemptTransaction<T>(_ isolation: Isolation, _ body: () throws -> T) throws -> T {
-        try execute(isolation.begin)
+        pendingBegin = isolation.begin
+        committedEarly = false
         transactionDepth = 1
-        defer { transactionDepth = 0 }
+        defer {
+            transactionDepth = 0
+            pendingBegin = nil
+            committedEarly = false
+        }
         do {
             let result = try body()
             if PQtransactionStatus(handle) == PQTRANS_INERROR {
                 throw PostgresError(kind: .client, message: "the transaction was aborted by an error that its body caught; it was rolled back",
                                     sql: "COMMIT")
             }
-            try execute("COMMIT")
+            // Nothing sent (the body ran no statement), or committed with its last pipeline.
+            if pendingBegin == nil && !committedEarly { try execute("COMMIT") }
             return result
         } catch {
+            pendingBegin = nil
             if isInTransaction { _ = try? execute("ROLLBACK") }
             throw error
         }
@@ -163,25 +186,8 @@ public final class PostgresConnection {
         if texts.contains(where: { $0?.utf8.contains(0) == true }) { throw nulError(sql: sql) }
         let secrets = Self.secrets(in: parameters)
         let name = try statementName(for: sql)
-        // One buffer holds every parameter, each NUL-terminated; libpq reads them before returning.
-        var buffer: [UInt8] = []
-        buffer.reserveCapacity(texts.reduce(0) { $0 + ($1?.utf8.count ?? 0) + 1 })
-        var offsets: [Int?] = []
-        offsets.reserveCapacity(texts.count)
-        for text in texts {
-            guard let text else {
-                offsets.append(nil)
-                continue
-            }
-            offsets.append(buffer.count)
-            buffer.append(contentsOf: text.utf8)
-            buffer.append(0)
-        }
-        let result = buffer.withUnsafeBufferPointer { bytes in
-            bytes.withMemoryRebound(to: CChar.self) { characters in
-                let pointers: [UnsafePointer<CChar>?] = offsets.map { offset in offset.map { characters.baseAddress! + $0 } }
-                return PQexecPrepared(handle, name, Int32(pointers.count), pointers, nil, nil, 0)
-            }
+        let result = Self.withParameters(texts) { count, pointers in
+            PQexecPrepared(handle, name, count, pointers, nil, nil, 0)
         }
         do {
             try check(result, sql: sql, secrets: secrets)
@@ -198,7 +204,30 @@ public final class PostgresConnection {
         return result!
     }
 
-    private func statementName(for sql: String) throws -> String {
+    /// Calls `body` with the parameters as C strings (nil for NULL), all in one buffer, each
+    /// NUL-terminated; libpq copies them before the call returns.
+    static func withParameters<R>(_ texts: [String?], _ body: (Int32, [UnsafePointer<CChar>?]) -> R) -> R {
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(texts.reduce(0) { $0 + ($1?.utf8.count ?? 0) + 1 })
+        var offsets: [Int?] = []
+        offsets.reserveCapacity(texts.count)
+        for text in texts {
+            guard let text else {
+                offsets.append(nil)
+                continue
+            }
+            offsets.append(buffer.count)
+            buffer.append(contentsOf: text.utf8)
+            buffer.append(0)
+        }
+        return buffer.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { characters in
+                body(Int32(offsets.count), offsets.map { offset in offset.map { characters.baseAddress! + $0 } })
+            }
+        }
+    }
+
+    func statementName(for sql: String) throws -> String {
         if let name = prepared[sql] { return name }
         guard !sql.utf8.contains(0) else { throw nulError(sql: sql) }
         let name = "s\(preparedCount + 1)"
@@ -211,7 +240,7 @@ public final class PostgresConnection {
     }
 
     /// Throws unless `result` is a success.
-    private func check(_ result: OpaquePointer?, sql: String, secrets: [String]) throws {
+    func check(_ result: OpaquePointer?, sql: String, secrets: [String]) throws {
         if let result {
             switch PQresultStatus(result) {
             case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY: return
@@ -221,7 +250,7 @@ public final class PostgresConnection {
         throw error(result, sql: sql, secrets: secrets)
     }
 
-    private func error(_ result: OpaquePointer?, sql: String, secrets: [String]) -> PostgresError {
+    func error(_ result: OpaquePointer?, sql: String, secrets: [String]) -> PostgresError {
         var sqlState: String?
         var message: String?
         if let result {
@@ -233,14 +262,14 @@ public final class PostgresConnection {
         return PostgresError(kind: kind, sqlState: sqlState, message: text.isEmpty ? "unknown error" : text, sql: sql)
     }
 
-    private func nulError(sql: String) -> PostgresError {
+    func nulError(sql: String) -> PostgresError {
         PostgresError(kind: .client, message: "text holding a NUL byte cannot be sent to PostgreSQL", sql: sql)
     }
 
     private static let fieldSQLState = Int32(UInt8(ascii: "C"))  // PG_DIAG_SQLSTATE
     private static let fieldPrimaryMessage = Int32(UInt8(ascii: "M"))  // PG_DIAG_MESSAGE_PRIMARY
 
-    private static func rows(of result: OpaquePointer) -> PostgresRows {
+    static func rows(of result: OpaquePointer) -> PostgresRows {
         let rowCount = PQntuples(result)
         let columnCount = PQnfields(result)
         let columns = (0..<columnCount).map { String(cString: PQfname(result, $0)) }
@@ -260,7 +289,7 @@ public final class PostgresConnection {
     }
 
     /// The bound strings an error message must not show.
-    private static func secrets(in parameters: [PostgresValue]) -> [String] {
+    static func secrets(in parameters: [PostgresValue]) -> [String] {
         var secrets: [String] = []
         for parameter in parameters {
             switch parameter {

@@ -12,47 +12,79 @@ extension PostgresJobStore {
         // must find the store as it was).
         var swept = false
         var claimedHosts: [Int] = []
-        let answer = try write { now -> ExchangeResult in
+        let answer = try write(genericPlans: true) { now -> ExchangeResult in
             swept = false
             claimedHosts = []
             var result = ExchangeResult()
+            // Three round trips when all goes as usual: BEGIN with the clock; one pipeline with
+            // everything up to the claim, in the order it would run one statement at a time;
+            // the claim; then what the engine reads back, with COMMIT. The rare parts (outcomes
+            // other than completions of distinct jobs, the sweep, slots to grant) run one by one.
+            var batch = Pipeline()
             // An evicted worker writes nothing, whenever it was evicted: its heartbeat may have
-            // passed just before a stall. FOR SHARE: a sweep evicting it now waits for this
-            // exchange to commit, then takes back what it claimed.
-            if try rows("SELECT evicted_at FROM workers WHERE owner = $1 FOR SHARE", [.text(request.owner)])
-                .first?.optionalInt(0) != nil { throw WorkerEvicted(owner: request.owner) }
+            // passed just before a stall (what the batch wrote is rolled back with the throw).
+            // FOR SHARE: a sweep evicting it now waits for this exchange to commit, then takes
+            // back what it claimed.
+            let evicted = batch.add(Self.evictedSQL, [.text(request.owner)])
             // Renewals first: a lease that lapsed is not renewed, and its outcome below is then
             // judged under whoever holds the job now.
-            result.lostJobs = try renewJobs(request.renewJobs, now: now, leaseMilliseconds: request.leaseMilliseconds)
-            result.lostSlots = try renewSlots(request.renewSlots, now: now, leaseMilliseconds: request.leaseMilliseconds)
+            let renewedJobs = request.renewJobs.isEmpty ? nil
+                : batch.add(Self.renewJobsSQL, Self.renewJobsArgs(request.renewJobs, now: now, leaseMilliseconds: request.leaseMilliseconds))
+            let renewedSlots = request.renewSlots.isEmpty ? nil
+                : batch.add(Self.renewSlotsSQL, Self.renewSlotsArgs(request.renewSlots, now: now, leaseMilliseconds: request.leaseMilliseconds))
             for pause in request.pauses {
-                try pauseHost(pause.host, until: pause.until + skew, reason: pause.reason)
+                batch.add(Self.pauseHostSQL, [.text(pause.host), .int(pause.until + skew), .text(pause.reason)])
             }
             for (hostID, limit) in request.limits.sorted(by: { $0.key < $1.key }) {
-                try run("UPDATE hosts SET current_limit = $1 WHERE id = $2", [.int(limit), .int(hostID)])
+                batch.add("UPDATE hosts SET current_limit = $1 WHERE id = $2", [.int(limit), .int(hostID)])
             }
-            try recordProgress(request.progress, now: now)
-            result.outcomes = try record(request.outcomes, worker: request.worker, now: now)
-            try releaseSlots(request.releaseSlots)
+            if !request.progress.isEmpty { batch.add(Self.progressSQL, Self.progressArgs(request.progress, now: now)) }
+            let completions = Self.completionsOnly(request.outcomes)
+            let completed = completions.flatMap { $0.isEmpty ? nil : batch.add(Self.completeSQL, completeArgs($0, worker: request.worker, now: now)) }
+            if completions != nil && !request.releaseSlots.isEmpty {
+                batch.add(Self.releaseSlotsSQL, Self.releaseSlotsArgs(request.releaseSlots))
+            }
             // About once a second a worker, and one at a time: the sweep walks every running job.
-            if now - lastExpiry >= Self.expiryInterval {
+            let sweepDue = now - lastExpiry >= Self.expiryInterval
+            let sweepLock = sweepDue ? batch.add("SELECT pg_try_advisory_xact_lock($1)", [.int(Self.sweepLock)]) : nil
+            let hosts = completions != nil && !sweepDue && request.claim > 0
+                ? batch.add(Self.hostsWithWorkSQL, hostsWithWorkArgs(request, now: now)) : nil
+            let answers = try send(batch)
+            if answers[evicted].rows.first?.optionalInt(0) != nil { throw WorkerEvicted(owner: request.owner) }
+            if let renewedJobs { result.lostJobs = Self.lost(request.renewJobs, renewed: answers[renewedJobs].rows) }
+            if let renewedSlots {
+                result.lostSlots = Self.lost(request.renewSlots, renewed: answers[renewedSlots].rows)
+                try releaseSlots(result.lostSlots)  // beyond a lowered cap: free now
+            }
+            if let completions {
+                let done = completed.map { Set(answers[$0].rows.map { $0.int(0) }) } ?? []
+                result.outcomes = completions.map { done.contains($0.jobID) ? .recorded : .stale }
+            } else {
+                result.outcomes = try record(request.outcomes, worker: request.worker, now: now)
+                try releaseSlots(request.releaseSlots)
+            }
+            if let sweepLock {
                 swept = true
-                if try one("SELECT pg_try_advisory_xact_lock($1)", [.int(Self.sweepLock)]).bool(0) { try sweep(now: now) }
+                if answers[sweepLock].rows.first?.bool(0) == true { try sweep(now: now) }
             }
             if request.claim > 0 {
-                (result.claimed, claimedHosts) = try claimAhead(request, now: now)
+                (result.claimed, claimedHosts) = try claimAhead(request, now: now, found: hosts.map { answers[$0].rows })
             }
             if !request.wantSlots.isEmpty {
                 (result.grantedSlots, result.caps) = try grantSlots(request.wantSlots, owner: request.owner, now: now,
                                                                     leaseMilliseconds: request.leaseMilliseconds)
             }
+            var last = Pipeline()
             let involved = Set(request.renewSlots.map(\.hostID)).union(request.heldByHost.keys).union(request.wantSlots.keys)
-            if !involved.isEmpty {
-                (result.contendedHosts, result.pausedHosts) = try hostConditions(involved, owner: request.owner, now: now)
-            }
-            if request.claim > 0 && result.claimed.isEmpty {
-                result.unfinished = try unfinishedCount()
-                result.nextWake = try nextWakeTime(now: now).map { $0 - skew }
+            let conditions = involved.isEmpty ? nil
+                : last.add(Self.hostConditionsSQL, [.ints(Array(involved)), .text(request.owner), .int(now)])
+            let idle = request.claim > 0 && result.claimed.isEmpty ? last.add(Self.idleSQL, [.int(now)]) : nil
+            let lastAnswers = try send(last, commit: true)
+            if let conditions { (result.contendedHosts, result.pausedHosts) = hostConditions(lastAnswers[conditions].rows, now: now) }
+            if let idle {
+                let row = lastAnswers[idle].rows[0]
+                result.unfinished = (row.bool(0) ? 1 : 0, row.bool(1) ? 1 : 0)
+                result.nextWake = [row.optionalInt(2), row.optionalInt(3)].compactMap { $0 }.min().map { $0 - skew }
             }
             return result
         }
@@ -60,6 +92,8 @@ extension PostgresJobStore {
         if let last = claimedHosts.last { claimCursor = last }  // also the last host looked at, when none gave a job
         return answer
     }
+
+    static let evictedSQL = "SELECT evicted_at FROM workers WHERE owner = $1 FOR SHARE"
 
     /// The advisory lock of the worker sweeping expired leases and silent workers ("haulswep").
     static let sweepLock = 0x6861_756C_7377_6570
@@ -173,30 +207,42 @@ extension PostgresJobStore {
 
     // MARK: Leases and progress
 
-    func renewJobs(_ leases: [JobLeaseID], now: Int, leaseMilliseconds: Int) throws -> [JobLeaseID] {
-        guard !leases.isEmpty else { return [] }
-        let renewed = Set(try rows("""
-            UPDATE jobs j SET lease_expires_at = $1
-            FROM unnest($2::bigint[], $3::text[]) AS r(id, token)
-            WHERE j.id = r.id AND j.lease_token = r.token AND j.state = 'running' AND j.lease_expires_at > $4
-            RETURNING j.id
-            """, [.int(now + leaseMilliseconds), .ints(leases.map(\.jobID)), .texts(leases.map(\.token)), .int(now)])
-            .map { $0.int(0) })
-        return leases.filter { !renewed.contains($0.jobID) }
+    /// Renews the job leases it is given that are still live under their tokens; returns the ids renewed.
+    static let renewJobsSQL = """
+        UPDATE jobs j SET lease_expires_at = $1
+        FROM unnest($2::bigint[], $3::text[]) AS r(id, token)
+        WHERE j.id = r.id AND j.lease_token = r.token AND j.state = 'running' AND j.lease_expires_at > $4
+        RETURNING j.id
+        """
+
+    static func renewJobsArgs(_ leases: [JobLeaseID], now: Int, leaseMilliseconds: Int) -> [Arg] {
+        [.int(now + leaseMilliseconds), .ints(leases.map(\.jobID)), .texts(leases.map(\.token)), .int(now)]
+    }
+
+    /// The leases of `leases` that `renewed` (the ids a renewal returned) does not hold.
+    static func lost(_ leases: [JobLeaseID], renewed: PostgresRows) -> [JobLeaseID] {
+        let kept = Set(renewed.map { $0.int(0) })
+        return leases.filter { !kept.contains($0.jobID) }
     }
 
     /// Writes the progress of running transfers: four columns, none indexed, so the update stays
     /// heap-only in the page's free space; the engine sends it about once a second a transfer.
     func recordProgress(_ updates: [Progress], now: Int) throws {
         guard !updates.isEmpty else { return }
-        try run("""
-            UPDATE jobs j SET received_bytes = p.received, expected_bytes = p.expected, etag = p.etag,
-                last_modified = p.modified, updated_at = $1
-            FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[]::bigint[], $6::text[], $7::text[])
-                AS p(id, token, received, expected, etag, modified)
-            WHERE j.id = p.id AND j.lease_token = p.token AND j.state = 'running'
-            """, [.int(now), .ints(updates.map(\.jobID)), .texts(updates.map(\.token)), .ints(updates.map(\.receivedBytes)),
-                  .optionalInts(updates.map(\.expectedBytes)), .texts(updates.map(\.etag)), .texts(updates.map(\.lastModified))])
+        try run(Self.progressSQL, Self.progressArgs(updates, now: now))
+    }
+
+    static let progressSQL = """
+        UPDATE jobs j SET received_bytes = p.received, expected_bytes = p.expected, etag = p.etag,
+            last_modified = p.modified, updated_at = $1
+        FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[]::bigint[], $6::text[], $7::text[])
+            AS p(id, token, received, expected, etag, modified)
+        WHERE j.id = p.id AND j.lease_token = p.token AND j.state = 'running'
+        """
+
+    static func progressArgs(_ updates: [Progress], now: Int) -> [Arg] {
+        [.int(now), .ints(updates.map(\.jobID)), .texts(updates.map(\.token)), .ints(updates.map(\.receivedBytes)),
+         .optionalInts(updates.map(\.expectedBytes)), .texts(updates.map(\.etag)), .texts(updates.map(\.lastModified))]
     }
 
     // MARK: Slots
@@ -322,44 +368,58 @@ extension PostgresJobStore {
     /// the index (below 65,536).
     static let slotLockSpace = 0x6873 << 48
 
-    func renewSlots(_ slots: [SlotLease], now: Int, leaseMilliseconds: Int) throws -> [SlotLease] {
-        guard !slots.isEmpty else { return [] }
-        let renewed = Set(try rows("""
-            UPDATE host_slots s SET expires_at = $1
-            FROM unnest($2::bigint[], $3::int[], $4::text[]) AS r(host_id, slot, token), hosts h
-            WHERE s.host_id = r.host_id AND s.slot = r.slot AND s.token = r.token AND s.expires_at > $5
-                AND h.id = s.host_id AND s.slot < \(Self.capOfHost)
-            RETURNING s.token
-            """, [.int(now + leaseMilliseconds), .ints(slots.map(\.hostID)), .ints(slots.map(\.index)),
-                  .texts(slots.map(\.token)), .int(now)]).map { $0.string(0) })
-        let lost = slots.filter { !renewed.contains($0.token) }
-        try releaseSlots(lost)  // beyond a lowered cap: free now
-        return lost
+    /// Renews the slots it is given that are still live under their tokens and below their
+    /// host's cap; returns the tokens renewed.
+    static let renewSlotsSQL = """
+        UPDATE host_slots s SET expires_at = $1
+        FROM unnest($2::bigint[], $3::int[], $4::text[]) AS r(host_id, slot, token), hosts h
+        WHERE s.host_id = r.host_id AND s.slot = r.slot AND s.token = r.token AND s.expires_at > $5
+            AND h.id = s.host_id AND s.slot < \(capOfHost)
+        RETURNING s.token
+        """
+
+    static func renewSlotsArgs(_ slots: [SlotLease], now: Int, leaseMilliseconds: Int) -> [Arg] {
+        [.int(now + leaseMilliseconds), .ints(slots.map(\.hostID)), .ints(slots.map(\.index)), .texts(slots.map(\.token)), .int(now)]
+    }
+
+    /// The slots of `slots` that `renewed` (the tokens a renewal returned) does not hold.
+    static func lost(_ slots: [SlotLease], renewed: PostgresRows) -> [SlotLease] {
+        let kept = Set(renewed.map { $0.string(0) })
+        return slots.filter { !kept.contains($0.token) }
     }
 
     func releaseSlots(_ slots: [SlotLease]) throws {
         guard !slots.isEmpty else { return }
-        try run("""
-            UPDATE host_slots s SET expires_at = 0, owner = '', token = ''
-            FROM unnest($1::bigint[], $2::int[], $3::text[]) AS r(host_id, slot, token)
-            WHERE s.host_id = r.host_id AND s.slot = r.slot AND s.token = r.token
-            """, [.ints(slots.map(\.hostID)), .ints(slots.map(\.index)), .texts(slots.map(\.token))])
+        try run(Self.releaseSlotsSQL, Self.releaseSlotsArgs(slots))
+    }
+
+    static let releaseSlotsSQL = """
+        UPDATE host_slots s SET expires_at = 0, owner = '', token = ''
+        FROM unnest($1::bigint[], $2::int[], $3::text[]) AS r(host_id, slot, token)
+        WHERE s.host_id = r.host_id AND s.slot = r.slot AND s.token = r.token
+        """
+
+    static func releaseSlotsArgs(_ slots: [SlotLease]) -> [Arg] {
+        [.ints(slots.map(\.hostID)), .ints(slots.map(\.index)), .texts(slots.map(\.token))]
     }
 
     /// Which of `hosts` another worker wants a slot of while this one holds at least two more of
     /// its slots than that worker, and which are paused (until when, on this worker's clock).
     /// Each slot given back narrows the gap, so workers settle at shares that differ by one at
     /// most instead of passing a slot back and forth (two on a cap of 16: 8 each).
-    func hostConditions(_ hosts: Set<Int>, owner: String, now: Int) throws -> (Set<Int>, [Int: Int]) {
+    /// Takes the hosts (`$1`), the worker (`$2`) and the time (`$3`); read by `hostConditions(_:now:)`.
+    static let hostConditionsSQL = """
+        SELECT h.id, h.wanted_by IS NOT NULL AND h.wanted_by <> $2 AND h.wanted_at >= $3::bigint - \(contentionWindow)
+            AND (SELECT count(*) FROM host_slots s WHERE s.host_id = h.id AND s.owner = $2 AND s.expires_at > $3)
+                > 1 + (SELECT count(*) FROM host_slots s WHERE s.host_id = h.id AND s.owner = h.wanted_by AND s.expires_at > $3),
+            h.paused_until
+        FROM hosts h WHERE h.id = ANY($1::bigint[])
+        """
+
+    func hostConditions(_ rows: PostgresRows, now: Int) -> (Set<Int>, [Int: Int]) {
         var contended = Set<Int>()
         var paused: [Int: Int] = [:]
-        for row in try rows("""
-            SELECT h.id, h.wanted_by IS NOT NULL AND h.wanted_by <> $2 AND h.wanted_at >= $3::bigint - \(Self.contentionWindow)
-                AND (SELECT count(*) FROM host_slots s WHERE s.host_id = h.id AND s.owner = $2 AND s.expires_at > $3)
-                    > 1 + (SELECT count(*) FROM host_slots s WHERE s.host_id = h.id AND s.owner = h.wanted_by AND s.expires_at > $3),
-                h.paused_until
-            FROM hosts h WHERE h.id = ANY($1::bigint[])
-            """, [.ints(Array(hosts)), .text(owner), .int(now)]) {
+        for row in rows {
             if row.bool(1) { contended.insert(row.int(0)) }
             if row.int(2) > now { paused[row.int(0)] = row.int(2) - skew }
         }
@@ -370,13 +430,15 @@ extension PostgresJobStore {
     static let contentionWindow = 2000
 
     public func pauseHost(_ host: String, until: Int, reason: String) throws {
-        try run("""
-            INSERT INTO hosts (host, paused_until, pause_reason) VALUES ($1, $2, $3)
-            ON CONFLICT (host) DO UPDATE SET
-                pause_reason = CASE WHEN $2 > hosts.paused_until THEN $3 ELSE hosts.pause_reason END,
-                paused_until = greatest(hosts.paused_until, $2)
-            """, [.text(host), .int(until), .text(reason)])
+        try run(Self.pauseHostSQL, [.text(host), .int(until), .text(reason)])
     }
+
+    static let pauseHostSQL = """
+        INSERT INTO hosts (host, paused_until, pause_reason) VALUES ($1, $2, $3)
+        ON CONFLICT (host) DO UPDATE SET
+            pause_reason = CASE WHEN $2 > hosts.paused_until THEN $3 ELSE hosts.pause_reason END,
+            paused_until = greatest(hosts.paused_until, $2)
+        """
 
     // MARK: Claiming ahead
 
@@ -386,26 +448,37 @@ extension PostgresJobStore {
     /// Claims up to `request.claim` due jobs, spread round-robin over the hosts with work (from
     /// this claimer's cursor on, so successive claims move through every host), at most twice a host's cap in the claimer's hands
     /// per host. `FOR UPDATE SKIP LOCKED`: claimers never take one job twice nor wait on each other.
-    func claimAhead(_ request: Exchange, now: Int) throws -> (leases: [Lease], hosts: [Int]) {
-        // The next hosts with due work after this claimer's cursor (wrapping around), not every
-        // host: a queue of ten thousand hosts costs a claim as many index probes as it needs.
-        // One probe a host (LATERAL … LIMIT 1): as EXISTS, the planner may instead hash every due
-        // job of the queue (100 ms a claim at 73,000 queued jobs, with statistics from the add).
-        let hostsWithWork = """
-            SELECT h.id, h.host, \(Self.capOfHost) FROM hosts h
+    /// The next hosts with due work after this claimer's cursor (wrapping around), not every
+    /// host: a queue of ten thousand hosts costs a claim as many index probes as it needs (the
+    /// part after the cursor first; the part up to it only when that gave too few). One probe a
+    /// host (LATERAL … LIMIT 1): as EXISTS, the planner may instead hash every due job of the
+    /// queue (100 ms a claim at 73,000 queued jobs, with statistics from the add). The probe is
+    /// ordered as the claimable index is, so that it reads the index: unordered, the planner may
+    /// expect a due job near the table's start and read past every job done to find one.
+    static let hostsWithWorkSQL: String = {
+        let part = """
+            SELECT %@ AS part, h.id, h.host, \(capOfHost) AS cap FROM hosts h
                 CROSS JOIN LATERAL (
-                    SELECT 1 FROM jobs j WHERE j.host_id = h.id AND j.state = 'queued' AND j.next_attempt_at <= $1 LIMIT 1
+                    SELECT 1 FROM jobs j WHERE j.host_id = h.id AND j.state = 'queued' AND j.next_attempt_at <= $1
+                    ORDER BY j.next_attempt_at, j.id LIMIT 1
                 ) AS due
             WHERE h.paused_until <= $1 AND h.id %@ $2
             ORDER BY h.id LIMIT $3
             """
-        let limit = max(request.claim, Self.hostsPerClaim)
-        var found: [PostgresRow] = Array(try rows(hostsWithWork.replacingOccurrences(of: "%@", with: ">"),
-                                                  [.int(now), .int(claimCursor), .int(limit)]))
-        if found.count < limit {
-            found += try rows(hostsWithWork.replacingOccurrences(of: "%@", with: "<="),
-                              [.int(now), .int(claimCursor), .int(limit - found.count)])
+        func with(_ number: String, _ comparison: String) -> String {
+            part.replacingOccurrences(of: "%@ AS", with: "\(number) AS").replacingOccurrences(of: "%@ $2", with: "\(comparison) $2")
         }
+        return "SELECT id, host, cap, part FROM ((\(with("0", ">"))) UNION ALL (\(with("1", "<=")))) AS found LIMIT $3"
+    }()
+
+    func hostsWithWorkArgs(_ request: Exchange, now: Int) -> [Arg] {
+        [.int(now), .int(claimCursor), .int(max(request.claim, Self.hostsPerClaim))]
+    }
+
+    func claimAhead(_ request: Exchange, now: Int, found prefetched: PostgresRows? = nil) throws -> (leases: [Lease], hosts: [Int]) {
+        let hostRows = try prefetched ?? rows(Self.hostsWithWorkSQL, hostsWithWorkArgs(request, now: now))
+        // After the cursor first (the server sends them so; sorted again to be sure).
+        let found = hostRows.sorted { ($0.int(3), $0.int(0)) < ($1.int(3), $1.int(0)) }
         var open: [(id: Int, name: String, room: Int)] = []
         for row in found {
             let room = 2 * row.int(2) - request.heldByHost[row.int(0), default: 0]
@@ -471,7 +544,14 @@ extension PostgresJobStore {
     /// Takes up to `counts[i]` due jobs of `hosts[i]`, for every i, in one statement: each gets a
     /// fresh lease token and its attempt counted and recorded.
     private func take(hosts: [Int], counts: [Int], _ request: Exchange, now: Int) throws -> [Lease] {
-        try rows("""
+        try rows(Self.takeSQL, [.ints(hosts), .ints(counts), .int(now), .int(request.maxAttempts), .text(request.owner),
+                                .int(now + request.leaseMilliseconds)]).map { row in
+            let job = Self.job(row)
+            return Lease(job: job, token: job.leaseToken ?? "")
+        }
+    }
+
+    static let takeSQL = """
             WITH wanted AS (SELECT * FROM unnest($1::bigint[], $2::int[]) AS w(host_id, n)),
             picked AS (
                 SELECT p.id FROM wanted w CROSS JOIN LATERAL (
@@ -482,39 +562,29 @@ extension PostgresJobStore {
             taken AS (
                 -- Tokens of 15 characters (56 random bits), which Swift keeps inside a string value
                 -- (see JobQueue.newToken); fencing needs them unique per job, not across the queue.
+                -- "= ANY(ARRAY(…))", not a join: the exchange runs on generic plans, which cannot
+                -- know how few jobs were picked, and a join may then hash the whole jobs table.
                 UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, max_attempts = coalesce($4, j.max_attempts),
                     lease_token = left(replace(gen_random_uuid()::text, '-', ''), 15), lease_owner = $5, lease_expires_at = $6, updated_at = $3
-                FROM picked WHERE j.id = picked.id
+                WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
                 RETURNING j.*
             ),
             recorded AS (
                 INSERT INTO attempts (job_id, number, lease_token, started_at) SELECT id, attempts, lease_token, $3 FROM taken
             )
-            SELECT \(Self.jobColumns("taken", host: "h.host")) FROM taken JOIN hosts h ON h.id = taken.host_id
+            SELECT \(PostgresJobStore.jobColumns("taken", host: "(SELECT h.host FROM hosts h WHERE h.id = taken.host_id)")) FROM taken
             ORDER BY taken.next_attempt_at, taken.id
-            """, [.ints(hosts), .ints(counts), .int(now), .int(request.maxAttempts), .text(request.owner),
-                  .int(now + request.leaseMilliseconds)]).map { row in
-            let job = Self.job(row)
-            return Lease(job: job, token: job.leaseToken ?? "")
-        }
-    }
+            """
 
-    /// Whether any job is queued, and any running (1 or 0 each: see `ExchangeResult.unfinished`),
-    /// from the partial indexes: a count would read every queued job.
-    func unfinishedCount() throws -> (queued: Int, running: Int) {
-        let row = try one("""
-            SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued'), EXISTS (SELECT 1 FROM jobs WHERE state = 'running')
-            """)
-        return (row.bool(0) ? 1 : 0, row.bool(1) ? 1 : 0)
-    }
-
-    /// The soonest moment (server ms) a queued job may become claimable, or nil.
-    func nextWakeTime(now: Int) throws -> Int? {
-        let row = try one("""
-            SELECT (SELECT min(next_attempt_at) FROM jobs WHERE state = 'queued' AND next_attempt_at > 0 AND next_attempt_at > $1),
-                   (SELECT min(h.paused_until) FROM hosts h WHERE h.paused_until > $1
-                        AND EXISTS (SELECT 1 FROM jobs j WHERE j.host_id = h.id AND j.state = 'queued'))
-            """, [.int(now)])
-        return [row.optionalInt(0), row.optionalInt(1)].compactMap { $0 }.min()
-    }
+    /// Whether any job is queued, and any running (from the partial indexes: a count would read
+    /// every queued job, and EXISTS, which drops the ORDER BY, may walk the table past every job done); then the soonest
+    /// moment (server ms) a queued job may become claimable by its retry time and by its host's
+    /// pause, each nil when there is none.
+    static let idleSQL = """
+        SELECT (SELECT 1 FROM jobs WHERE state = 'queued' ORDER BY host_id, next_attempt_at, id LIMIT 1) IS NOT NULL,
+               (SELECT 1 FROM jobs WHERE state = 'running' ORDER BY lease_expires_at LIMIT 1) IS NOT NULL,
+               (SELECT min(next_attempt_at) FROM jobs WHERE state = 'queued' AND next_attempt_at > 0 AND next_attempt_at > $1),
+               (SELECT min(h.paused_until) FROM hosts h WHERE h.paused_until > $1
+                    AND EXISTS (SELECT 1 FROM jobs j WHERE j.host_id = h.id AND j.state = 'queued'))
+        """
 }

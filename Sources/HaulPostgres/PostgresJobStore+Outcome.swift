@@ -8,19 +8,19 @@ extension PostgresJobStore {
     /// which sends them first; outcomes of other jobs do not touch them, so they go at once.
     func record(_ outcomes: [Outcome], worker: String, now: Int) throws -> [OutcomeResult] {
         var results = [OutcomeResult](repeating: .recorded, count: outcomes.count)
-        var run: [(index: Int, jobID: Int, token: String, status: Int, bytes: Int, placed: PlacedFile?)] = []
+        var run: [(index: Int, completion: Completion)] = []
         var inRun = Set<Int>()
         func flush() throws {
             guard !run.isEmpty else { return }
-            let completed = try complete(run.map { ($0.jobID, $0.token, $0.status, $0.bytes, $0.placed) }, worker: worker, now: now)
-            for item in run where !completed.contains(item.jobID) { results[item.index] = .stale }
+            let completed = try complete(run.map(\.completion), worker: worker, now: now)
+            for item in run where !completed.contains(item.completion.jobID) { results[item.index] = .stale }
             run = []
             inRun = []
         }
         for (index, outcome) in outcomes.enumerated() {
             if inRun.contains(outcome.jobID) { try flush() }
             if case .done(let jobID, let token, let status, let bytes, let placed) = outcome {
-                run.append((index, jobID, token, status, bytes, placed))
+                run.append((index, (jobID, token, status, bytes, placed)))
                 inRun.insert(jobID)
                 continue
             }
@@ -30,41 +30,62 @@ extension PostgresJobStore {
         return results
     }
 
+    /// A completion: what `completeSQL` takes for one job.
+    typealias Completion = (jobID: Int, token: String, status: Int, bytes: Int, placed: PlacedFile?)
+
+    /// The outcomes as completions when every one is a completion and no job is named twice
+    /// (one statement records them all), else nil.
+    static func completionsOnly(_ outcomes: [Outcome]) -> [Completion]? {
+        var items: [Completion] = []
+        var seen = Set<Int>()
+        for outcome in outcomes {
+            guard case .done(let jobID, let token, let status, let bytes, let placed) = outcome, seen.insert(jobID).inserted else { return nil }
+            items.append((jobID, token, status, bytes, placed))
+        }
+        return items
+    }
+
     /// Marks jobs done in one statement; returns the ids completed (the others' tokens were stale).
-    func complete(_ items: [(jobID: Int, token: String, status: Int, bytes: Int, placed: PlacedFile?)], worker: String, now: Int) throws -> Set<Int> {
+    func complete(_ items: [Completion], worker: String, now: Int) throws -> Set<Int> {
+        Set(try rows(Self.completeSQL, completeArgs(items, worker: worker, now: now)).map { $0.int(0) })
+    }
+
+    /// Marks done the jobs still held under their tokens, closing their attempts; returns their ids.
+    static let completeSQL = """
+        WITH o AS (
+            SELECT * FROM unnest($2::bigint[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::text[]::bigint[],
+                                 $8::text[]::bigint[], $9::text[]::bigint[], $10::text[]::bigint[], $11::text[], $12::text[],
+                                 $13::text[], $14::text[], $15::text[])
+                AS o(id, token, status, bytes, path, size, mtime, inode, ctime, etag, modified, type, final, sha)
+        ),
+        done AS (
+            UPDATE jobs j SET state = 'done', last_status = o.status, last_error = NULL, error_kind = NULL,
+                received_bytes = o.bytes, expected_bytes = o.bytes, finished_at = $1, updated_at = $1,
+                lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
+                kept = false, placed_path = o.path, placed_size = o.size, placed_mtime = o.mtime, placed_inode = o.inode,
+                placed_ctime = o.ctime, placed_etag = o.etag, placed_last_modified = o.modified, content_type = o.type,
+                final_url = o.final, placed_sha256 = o.sha, placed_by = coalesce($16, j.lease_owner)
+            FROM o WHERE j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
+            RETURNING j.id, o.token, o.status, o.bytes
+        ),
+        closed AS (
+            UPDATE attempts a SET finished_at = $1, status = done.status, error = NULL, bytes = done.bytes
+            FROM done WHERE a.job_id = done.id AND a.lease_token = done.token AND a.finished_at IS NULL
+        )
+        SELECT id FROM done
+        """
+
+    func completeArgs(_ items: [Completion], worker: String, now: Int) -> [Arg] {
         let placed = items.map(\.placed)
-        let completed = try rows("""
-            WITH o AS (
-                SELECT * FROM unnest($2::bigint[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::text[]::bigint[],
-                                     $8::text[]::bigint[], $9::text[]::bigint[], $10::text[]::bigint[], $11::text[], $12::text[],
-                                     $13::text[], $14::text[], $15::text[])
-                    AS o(id, token, status, bytes, path, size, mtime, inode, ctime, etag, modified, type, final, sha)
-            ),
-            done AS (
-                UPDATE jobs j SET state = 'done', last_status = o.status, last_error = NULL, error_kind = NULL,
-                    received_bytes = o.bytes, expected_bytes = o.bytes, finished_at = $1, updated_at = $1,
-                    lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
-                    kept = false, placed_path = o.path, placed_size = o.size, placed_mtime = o.mtime, placed_inode = o.inode,
-                    placed_ctime = o.ctime, placed_etag = o.etag, placed_last_modified = o.modified, content_type = o.type,
-                    final_url = o.final, placed_sha256 = o.sha, placed_by = coalesce($16, j.lease_owner)
-                FROM o WHERE j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
-                RETURNING j.id, o.token, o.status, o.bytes
-            ),
-            closed AS (
-                UPDATE attempts a SET finished_at = $1, status = done.status, error = NULL, bytes = done.bytes
-                FROM done WHERE a.job_id = done.id AND a.lease_token = done.token AND a.finished_at IS NULL
-            )
-            SELECT id FROM done
-            """, [.int(now), .ints(items.map(\.jobID)), .texts(items.map(\.token)), .ints(items.map(\.status)),
-                  .ints(items.map(\.bytes)), .texts(placed.map { $0?.path }),
-                  .optionalInts(placed.map { $0?.identity.stored.size }),
-                  .optionalInts(placed.map { $0?.identity.stored.modified }),
-                  .optionalInts(placed.map { $0?.identity.stored.inode }),
-                  .optionalInts(placed.map { $0?.identity.stored.changed }),
-                  .texts(placed.map { $0?.metadata.etag }), .texts(placed.map { $0?.metadata.lastModified }),
-                  .texts(placed.map { $0?.metadata.contentType }), .texts(placed.map { $0?.metadata.finalURL }),
-                  .texts(placed.map { $0?.metadata.sha256 }), .text(worker.isEmpty ? nil : worker)])
-        return Set(completed.map { $0.int(0) })
+        return [.int(now), .ints(items.map(\.jobID)), .texts(items.map(\.token)), .ints(items.map(\.status)),
+                .ints(items.map(\.bytes)), .texts(placed.map { $0?.path }),
+                .optionalInts(placed.map { $0?.identity.stored.size }),
+                .optionalInts(placed.map { $0?.identity.stored.modified }),
+                .optionalInts(placed.map { $0?.identity.stored.inode }),
+                .optionalInts(placed.map { $0?.identity.stored.changed }),
+                .texts(placed.map { $0?.metadata.etag }), .texts(placed.map { $0?.metadata.lastModified }),
+                .texts(placed.map { $0?.metadata.contentType }), .texts(placed.map { $0?.metadata.finalURL }),
+                .texts(placed.map { $0?.metadata.sha256 }), .text(worker.isEmpty ? nil : worker)]
     }
 
     private func recordOne(_ outcome: Outcome, worker: String, now: Int) throws -> OutcomeResult {

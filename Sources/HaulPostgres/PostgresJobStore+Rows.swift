@@ -44,6 +44,24 @@ extension PostgresJobStore {
         try connection.run(sql, args.map(\.value))
     }
 
+    /// Statements to send together, in order (see `PostgresConnection.pipeline`).
+    struct Pipeline {
+        fileprivate(set) var statements: [(sql: String, parameters: [PostgresValue])] = []
+
+        /// Adds a statement; returns the index of its result.
+        @discardableResult
+        mutating func add(_ sql: String, _ args: [Arg] = []) -> Int {
+            statements.append((sql, args.map(\.value)))
+            return statements.count - 1
+        }
+    }
+
+    /// Sends `pipeline` in one round trip (with the transaction's BEGIN when it is the first,
+    /// and COMMIT after it when `commit`); one result per statement.
+    func send(_ pipeline: Pipeline, commit: Bool = false) throws -> [PostgresResult] {
+        try connection.pipeline(pipeline.statements, commit: commit)
+    }
+
     /// The columns `job(_:)` reads, of the jobs row `t` and the hosts row `h`.
     static func jobColumns(_ t: String = "j", host: String = "h.host") -> String {
         ["id", "url", "#host", "destination", "state", "attempts", "max_attempts", "next_attempt_at", "lease_token",

@@ -183,6 +183,77 @@ struct PostgresConnectionTests {
         #expect(try connection.query("SELECT id FROM t").map { $0.int(0) } == [2])
     }
 
+    @Test func pipelinedStatementsRunInOrderAndSeeEarlierWrites() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        try connection.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
+        let results = try connection.transaction {
+            try connection.pipeline([
+                ("INSERT INTO t VALUES ($1, $2), ($3, $4)", [1, "a", 2, "b"]),
+                ("UPDATE t SET v = v || $1 WHERE id = $2 RETURNING v", ["!", 2]),
+                ("SELECT id, v FROM t ORDER BY id", []),
+            ])
+        }
+        #expect(results.map(\.affected) == [2, 1, 2])
+        #expect(results[1].rows.map { $0.string(0) } == ["b!"])
+        #expect(results[2].rows.map { "\($0.int(0))\($0.string(1))" } == ["1a", "2b!"])
+        #expect(!connection.isInTransaction)
+        #expect(try connection.query("SELECT count(*) FROM t").first?.int(0) == 2)
+        #expect(try connection.pipeline([]).isEmpty)
+    }
+
+    @Test func aFailingPipelinedStatementThrowsItsErrorAndSkipsTheRest() throws {
+        let url = try freshDatabase()
+        let connection = try PostgresConnection(url: url)
+        try connection.execute("CREATE TABLE t (id int PRIMARY KEY)")
+        let error = try #require(throws: PostgresError.self) {
+            try connection.transaction {
+                _ = try connection.pipeline([
+                    ("INSERT INTO t VALUES ($1)", [1]),
+                    ("INSERT INTO t VALUES ($1)", [1]),  // a duplicate key
+                    ("INSERT INTO t VALUES ($1)", [3]),
+                ], commit: true)
+            }
+        }
+        #expect(error.sqlState == "23505")
+        #expect(error.sql?.contains("INSERT INTO t") == true)
+        #expect(!connection.isInTransaction)
+        #expect(try connection.query("SELECT count(*) FROM t").first?.int(0) == 0)
+        // Outside a transaction the pipeline is one (implicit) transaction: all or nothing.
+        #expect(throws: PostgresError.self) {
+            try connection.pipeline([("INSERT INTO t VALUES ($1)", [5]), ("SELECT 1/$1::int", [0]), ("INSERT INTO t VALUES ($1)", [6])])
+        }
+        #expect(try connection.query("SELECT count(*) FROM t").first?.int(0) == 0)
+        _ = try connection.pipeline([("INSERT INTO t VALUES ($1)", [5]), ("INSERT INTO t VALUES ($1)", [6])])
+        #expect(try connection.query("SELECT id FROM t ORDER BY id").map { $0.int(0) } == [5, 6])
+    }
+
+    @Test func aPipelineThatCommitsEndsItsTransaction() throws {
+        let url = try freshDatabase()
+        let connection = try PostgresConnection(url: url)
+        let other = try PostgresConnection(url: url)
+        try connection.execute("CREATE TABLE t (id int PRIMARY KEY)")
+        struct Abort: Error {}
+        #expect(throws: Abort.self) {
+            try connection.transaction {
+                _ = try connection.pipeline([("INSERT INTO t VALUES ($1)", [1])], commit: true)
+                // Committed already: another session sees the row, and throwing now undoes nothing.
+                #expect(try other.query("SELECT count(*) FROM t").first?.int(0) == 1)
+                #expect(!connection.isInTransaction)
+                throw Abort()
+            }
+        }
+        #expect(try connection.query("SELECT count(*) FROM t").first?.int(0) == 1)
+        // A transaction that sent nothing commits nothing; one whose first statement opens it
+        // holds what it wrote from other sessions until it commits.
+        try connection.transaction {}
+        try connection.transaction {
+            try connection.run("INSERT INTO t VALUES ($1)", [2])
+            #expect(connection.isInTransaction)
+            #expect(try other.query("SELECT count(*) FROM t").first?.int(0) == 1)
+        }
+        #expect(try other.query("SELECT count(*) FROM t").first?.int(0) == 2)
+    }
+
     @Test func transactionWhoseBodySwallowedAnErrorIsRolledBack() throws {
         let connection = try PostgresConnection(url: freshDatabase())
         try connection.execute("CREATE TABLE t (id int PRIMARY KEY)")

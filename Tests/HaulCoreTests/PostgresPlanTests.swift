@@ -1,0 +1,49 @@
+import Foundation
+import HaulCore
+@testable import HaulPostgres
+import HaulTestSupport
+import Testing
+
+/// The exchange runs on generic plans (planned once per connection, not on every call): each of
+/// its statements must then still find rows by index, whatever the queue's statistics say.
+@Suite(.enabled(if: PostgresCluster.unavailableReason == nil, Comment(rawValue: PostgresCluster.unavailableReason ?? "")))
+struct PostgresPlanTests {
+    @Test func theExchangesStatementsReadNoTableWholeOnGenericPlans() throws {
+        let fixture = try StoreFixture(.postgres)
+        let store = try fixture.open()
+        // 20,000 jobs of 4 hosts (a few hosts with many jobs each: the shape that tempts the
+        // planner to hash a table), most done, a few hundred running, each attempt recorded; with
+        // fresh statistics.
+        try fixture.add((0..<20_000).map { "http://127.0.0.\($0 % 4 + 2):8000/f\($0)" }, to: store)
+        let connection = try PostgresConnection(url: fixture.location)
+        try connection.execute("""
+            UPDATE jobs SET state = CASE WHEN id % 50 = 0 THEN 'running' ELSE 'done' END, attempts = 1, lease_token = 't' || id,
+                lease_expires_at = CASE WHEN id % 50 = 0 THEN 1 END
+            WHERE id <= 15000;
+            INSERT INTO attempts (job_id, number, lease_token, started_at) SELECT id, 1, 't' || id, 0 FROM jobs WHERE id <= 15000;
+            ANALYZE
+            """)
+        try connection.execute("SET plan_cache_mode = force_generic_plan")
+        let statements: [(name: String, sql: String, arguments: String)] = [
+            ("evicted", PostgresJobStore.evictedSQL, "'w'"),
+            ("renew_jobs", PostgresJobStore.renewJobsSQL, "1, '{1,2}', '{t,u}', 0"),
+            ("renew_slots", PostgresJobStore.renewSlotsSQL, "1, '{1}', '{0}', '{t}', 0"),
+            ("progress", PostgresJobStore.progressSQL, "0, '{1}', '{t}', '{5}', '{10}', '{e}', '{m}'"),
+            ("complete", PostgresJobStore.completeSQL,
+             "0, '{1}', '{t}', '{200}', '{5}', '{/p}', '{5}', '{1}', '{2}', '{3}', '{e}', '{m}', '{text/plain}', '{u}', '{s}', 'w'"),
+            ("release_slots", PostgresJobStore.releaseSlotsSQL, "'{1}', '{0}', '{t}'"),
+            ("hosts_with_work", PostgresJobStore.hostsWithWorkSQL, "0, 0, 32"),
+            ("take", PostgresJobStore.takeSQL, "'{1,2}', '{16,16}', 0, NULL, 'w', 1"),
+            ("host_conditions", PostgresJobStore.hostConditionsSQL, "'{1,2}', 'w', 0"),
+            ("idle", PostgresJobStore.idleSQL, "0"),
+        ]
+        for statement in statements {
+            try connection.execute("PREPARE \(statement.name) AS \(statement.sql)")
+            let plan = try connection.query("EXPLAIN EXECUTE \(statement.name)(\(statement.arguments))").map { $0.string(0) }
+                .joined(separator: "\n")
+            for table in ["jobs", "attempts"] {
+                #expect(!plan.contains("Seq Scan on \(table)"), "\(statement.name) reads \(table) whole:\n\(plan)")
+            }
+        }
+    }
+}
