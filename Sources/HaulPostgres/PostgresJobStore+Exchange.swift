@@ -446,7 +446,7 @@ extension PostgresJobStore {
     static let hostsPerClaim = 32
 
     /// Claims up to `request.claim` due jobs, spread round-robin over the hosts with work (from
-    /// this claimer's cursor on, so successive claims move through every host), at most twice a host's cap in the claimer's hands
+    /// this claimer's cursor on, so successive claims move through every host), at most `claimAheadRounds` times a host's cap in the claimer's hands
     /// per host. `FOR UPDATE SKIP LOCKED`: claimers never take one job twice nor wait on each other.
     /// The next hosts with due work after this claimer's cursor (wrapping around), not every
     /// host: a queue of ten thousand hosts costs a claim as many index probes as it needs (the
@@ -481,7 +481,7 @@ extension PostgresJobStore {
         let found = hostRows.sorted { ($0.int(3), $0.int(0)) < ($1.int(3), $1.int(0)) }
         var open: [(id: Int, name: String, room: Int)] = []
         for row in found {
-            let room = 2 * row.int(2) - request.heldByHost[row.int(0), default: 0]
+            let room = claimAheadRounds * row.int(2) - request.heldByHost[row.int(0), default: 0]
             if room > 0 { open.append((row.int(0), row.string(1), room)) }
         }
         // Quotas, one job per host per pass.
@@ -585,6 +585,7 @@ extension PostgresJobStore {
                (SELECT 1 FROM jobs WHERE state = 'running' ORDER BY lease_expires_at LIMIT 1) IS NOT NULL,
                (SELECT min(next_attempt_at) FROM jobs WHERE state = 'queued' AND next_attempt_at > 0 AND next_attempt_at > $1),
                (SELECT min(h.paused_until) FROM hosts h WHERE h.paused_until > $1
-                    AND EXISTS (SELECT 1 FROM jobs j WHERE j.host_id = h.id AND j.state = 'queued'))
+                    AND (SELECT 1 FROM jobs j WHERE j.host_id = h.id AND j.state = 'queued'
+                         ORDER BY j.next_attempt_at, j.id LIMIT 1) IS NOT NULL)
         """
 }

@@ -67,6 +67,12 @@ public final class PostgresJobStore: JobStore {
 
     public var location: String { connection.location }
 
+    /// Four rounds: an exchange here takes 2–6 ms (three round trips to the server, which shares
+    /// the machine's cores), in which 16 transfers of small files finish 15–30 jobs; with two
+    /// rounds in hand they ran out between exchanges and 10 of 16 transfers ran on average
+    /// (measured, workload A).
+    public var claimAheadRounds: Int { 4 }
+
     /// How often a worker sweeps expired leases and silent workers (one worker at a time), in ms.
     static let expiryInterval = 1000
     /// How often a worker's exchanges beat its heart, in ms.

@@ -14,10 +14,10 @@ final class EngineCoreTests: XCTestCase {
         var now = 1_000_000
         var actions: [EngineCore.Action] = []
 
-        init(workers: Int = 4, prepareAhead: Int = 0) {
+        init(workers: Int = 4, prepareAhead: Int = 0, claimAheadRounds: Int = 2) {
             core = EngineCore(config: EngineCore.Config(workers: workers, owner: "me/1/1", leaseMilliseconds: 60_000, maxAttempts: nil,
                                                         policy: RetryPolicy(backoff: Backoff(base: 1, cap: 1)),
-                                                        prepareAhead: prepareAhead))
+                                                        prepareAhead: prepareAhead, claimAheadRounds: claimAheadRounds))
         }
 
         /// The exchange in flight (the core sends one at a time).
@@ -95,6 +95,20 @@ final class EngineCoreTests: XCTestCase {
 
     fileprivate static func slot(_ index: Int, host: Int = 1) -> SlotLease {
         SlotLease(hostID: host, index: index, token: "s\(host)-\(index)")
+    }
+
+    /// Claims keep the store's rounds of work in hand: that many times the workers, claimed
+    /// again once a quarter round of them started.
+    func testClaimsKeepTheStoresRoundsOfWorkInHand() {
+        for rounds in [2, 4] {
+            var harness = Harness(workers: 4, claimAheadRounds: rounds)
+            harness.send(.begin)
+            XCTAssertEqual(harness.pending?.claim, 4 * rounds, "rounds \(rounds): the first claim fills the hand")
+            var answer = ExchangeResult()
+            answer.claimed = (1...(4 * rounds - 1)).map { Self.lease($0) }
+            let next = harness.send(.exchanged(answer))
+            XCTAssertNil(Harness.exchange(in: next)?.claim.nonZero, "rounds \(rounds): one short of the hand claims nothing yet")
+        }
     }
 
     /// Begins, answers the first claim with `jobs`, then the slot request with `slots`.
@@ -436,4 +450,8 @@ extension EngineCoreTests {
         harness.send(.prepared(token: "t2", forget: nil))
         XCTAssertTrue(Harness.fetched(in: harness.grant([Self.slot(0)])).isEmpty, "nothing is sent after the stop")
     }
+}
+
+private extension Int {
+    var nonZero: Int? { self == 0 ? nil : self }
 }

@@ -8,13 +8,14 @@ import Testing
 /// its statements must then still find rows by index, whatever the queue's statistics say.
 @Suite(.enabled(if: PostgresCluster.unavailableReason == nil, Comment(rawValue: PostgresCluster.unavailableReason ?? "")))
 struct PostgresPlanTests {
-    @Test func theExchangesStatementsReadNoTableWholeOnGenericPlans() throws {
+    @Test(arguments: [1, 4, 200])
+    func theExchangesStatementsReadNoTableWholeOnGenericPlans(hosts: Int) throws {
         let fixture = try StoreFixture(.postgres)
         let store = try fixture.open()
-        // 20,000 jobs of 4 hosts (a few hosts with many jobs each: the shape that tempts the
-        // planner to hash a table), most done, a few hundred running, each attempt recorded; with
-        // fresh statistics.
-        try fixture.add((0..<20_000).map { "http://127.0.0.\($0 % 4 + 2):8000/f\($0)" }, to: store)
+        // 20,000 jobs of a few hosts with many jobs each (the shape that tempts the planner to
+        // hash a table) or of many hosts, most done, a few hundred running, each attempt
+        // recorded; with fresh statistics.
+        try fixture.add((0..<20_000).map { "http://127.0.0.\($0 % hosts % 100 + 2):\(8000 + $0 % hosts / 100)/f\($0)" }, to: store)
         let connection = try PostgresConnection(url: fixture.location)
         try connection.execute("""
             UPDATE jobs SET state = CASE WHEN id % 50 = 0 THEN 'running' ELSE 'done' END, attempts = 1, lease_token = 't' || id,

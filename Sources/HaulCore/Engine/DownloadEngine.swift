@@ -29,7 +29,7 @@ public final class DownloadEngine: Sendable {
         let config = EngineCore.Config(workers: options.workers, owner: ProcessIdentity.current.description,
                                        worker: options.workerName, leaseMilliseconds: Int(options.leaseDuration * 1000), maxAttempts: options.maxAttempts,
                                        policy: policy, progressEvery: Int(options.progressInterval * 1000),
-                                       prepareAhead: 2 * options.workers)
+                                       prepareAhead: 2 * options.workers, claimAheadRounds: store.claimAheadRounds)
         runner = Runner(core: EngineCore(config: config), store: store, transport: transport, options: options, emit: events)
     }
 

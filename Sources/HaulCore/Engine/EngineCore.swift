@@ -8,8 +8,8 @@ import Foundation
 /// - at most `workers` transfers at once; a transfer starts only inside a slot of its host held
 ///   by this process, and a slot passes to the host's next job when a transfer ends, without a
 ///   round trip to the queue;
-/// - jobs are claimed ahead (at most twice a host's cap in hand per host) so the next job of
-///   every busy host is already held;
+/// - jobs are claimed ahead (`claimAheadRounds` times the workers in all, at most that many
+///   times a host's cap in hand per host) so the next job of every busy host is already held;
 /// - outcomes (done, retry, failure, release), progress and pauses are sent in batches with the
 ///   next exchange, one exchange at a time; a job is sent as done only after its file was placed
 ///   durably;
@@ -35,6 +35,9 @@ struct EngineCore {
         /// a slot is free for them, the first ones of each host, so a freed slot starts its next
         /// request at once. 0: a job is prepared only once it holds a slot.
         var prepareAhead = 0
+        /// Rounds of work kept in hand: claims keep this many times `workers` jobs claimed and
+        /// not started (see `JobStore.claimAheadRounds`).
+        var claimAheadRounds = 2
     }
 
     /// How a transfer ended, as the runner saw it.
@@ -245,6 +248,8 @@ struct EngineCore {
     }
 
     private var renewEvery: Int { config.leaseMilliseconds / 3 }
+    /// Jobs claims keep in hand, not started.
+    private var claimTarget: Int { config.claimAheadRounds * config.workers }
     /// No job of ours is ready, running, being placed or waiting to be recorded.
     private var holdsNoJob: Bool {
         transfers.isEmpty && verified.isEmpty && placing.isEmpty && outbox.isEmpty && inFlight == nil && readyTotal == 0
@@ -948,11 +953,11 @@ struct EngineCore {
         if !request.wantSlots.isEmpty { reasons += 1 }
         if !releasing.isEmpty { request.releaseSlots = releasing; reasons += 1 }
         let ready = heldForClaims
-        // Two rounds of work in hand: one exchange (with a batch of outcomes) may take as long
-        // as many transfers.
+        // Rounds of work in hand: one exchange (with a batch of outcomes) may take as long as
+        // many transfers.
         let claimDue = now >= claimNotBefore || claimBlockedReady.map { ready < $0 } == true
-        if !stopping && claimDue && ready < 2 * config.workers - max(1, config.workers / 4) {
-            request.claim = 2 * config.workers - ready
+        if !stopping && claimDue && ready < claimTarget - max(1, config.workers / 4) {
+            request.claim = claimTarget - ready
             claimBlockedReady = nil
             reasons += 1
         }
@@ -1032,7 +1037,7 @@ struct EngineCore {
             if !headProgress.isEmpty { times.append(lastProgress + config.batchDelay) }
             times.append(lastRenewal + renewEvery)
             if !transfers.isEmpty { times.append(lastProgress + config.progressEvery) }
-            if !stopping && heldForClaims < 2 * config.workers - max(1, config.workers / 4) { times.append(claimNotBefore) }
+            if !stopping && heldForClaims < claimTarget - max(1, config.workers / 4) { times.append(claimNotBefore) }
             for block in blockedFolders.values where block.probe == nil && !block.parked.isEmpty { times.append(block.until) }
             for host in hosts.values {
                 if let idle = host.idleSince { times.append(idle + Self.idleSlot) }

@@ -17,8 +17,12 @@ public final class StoreExecutor: Sendable {
     private let box: Box
     private let queue = DispatchQueue(label: "haul.store")
 
+    /// The store's `claimAheadRounds`.
+    public let claimAheadRounds: Int
+
     public init(_ store: any JobStore) {
         box = Box(store)
+        claimAheadRounds = store.claimAheadRounds
     }
 
     /// Runs `body` on the store's queue and hands its result to `completion` there.

@@ -31,7 +31,8 @@ public struct Exchange: Sendable {
     /// At most this many jobs to claim ahead, over all hosts.
     public var claim = 0
     /// Claimed jobs the claimer holds and has not started, by host id, for every host it holds
-    /// jobs or slots of: a host gets at most twice its cap of them in hand, and the answer says
+    /// jobs or slots of: a host gets at most the store's `claimAheadRounds` times its cap of them
+    /// in hand, and the answer says
     /// which of these hosts are paused or wanted by another claimer.
     public var heldByHost: [Int: Int] = [:]
     /// When set, replaces the claimed jobs' maximum number of attempts.

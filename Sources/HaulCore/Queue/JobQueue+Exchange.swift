@@ -191,7 +191,7 @@ extension JobQueue {
     // MARK: Claiming ahead
 
     /// Claims up to `request.claim` runnable jobs, round-robin over hosts (least recently
-    /// claimed first), at most twice a host's cap of them in the claimer's hands per host. Claims do
+    /// claimed first), at most `claimAheadRounds` times a host's cap of them in the claimer's hands per host. Claims do
     /// not count against the cap; slots do.
     private func claimAhead(_ request: Exchange, now: Int) throws -> [Lease] {
         let hostRows = try database.statement("""
@@ -199,7 +199,7 @@ extension JobQueue {
             FROM hosts h WHERE h.queued > 0 AND h.paused_until <= ? ORDER BY h.last_claim
             """).rows([now]) { ($0.int(0), $0.string(1), $0.int(2)) }
         let open: [(id: Int, name: String, room: Int)] = hostRows.compactMap { row in
-            let room = 2 * row.2 - request.heldByHost[row.0, default: 0]
+            let room = claimAheadRounds * row.2 - request.heldByHost[row.0, default: 0]
             return room > 0 ? (row.0, row.1, room) : nil
         }
         return try claimRoundRobin(open, limit: request.claim, owner: request.owner, leaseMilliseconds: request.leaseMilliseconds,

@@ -17,6 +17,11 @@
 public protocol JobStore: AnyObject {
     /// Where the queue is, for messages: a file path, or a server's URL without its password.
     var location: String { get }
+    /// How many rounds of work a claimer keeps in hand (claimed, not started): this many times
+    /// its worker count in all, and at most this many times a host's cap per host (the claim
+    /// holds to the second). Enough that the jobs in hand last through one exchange: a store
+    /// whose exchange takes longer asks for more. 2 unless a store says otherwise.
+    var claimAheadRounds: Int { get }
     /// The store's current time, in Unix milliseconds.
     func now() throws -> Int
 
@@ -78,6 +83,8 @@ public protocol JobStore: AnyObject {
 }
 
 extension JobStore {
+    public var claimAheadRounds: Int { 2 }
+
     /// `status()`: its counts are cheap.
     public func recentStatus() throws -> QueueStatus { try status() }
 
