@@ -22,6 +22,14 @@ extension PostgresConnection {
     /// this connection are prepared first, one round trip each, once per connection.
     /// - Returns: one result per statement, in order.
     public func pipeline(_ statements: [(sql: String, parameters: [PostgresValue])], commit: Bool = false) throws -> [PostgresResult] {
+        // Nothing to send: no round trip (a transaction that sent nothing has nothing to commit).
+        if statements.isEmpty && (!commit || pendingBegin != nil) {
+            if commit && transactionDepth > 0 {
+                pendingBegin = nil
+                committedEarly = true
+            }
+            return []
+        }
         var texts: [[String?]] = []
         var names: [String] = []
         for statement in statements {

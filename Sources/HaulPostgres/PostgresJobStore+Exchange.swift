@@ -16,10 +16,11 @@ extension PostgresJobStore {
             swept = false
             claimedHosts = []
             var result = ExchangeResult()
-            // Three round trips when all goes as usual: BEGIN with the clock; one pipeline with
-            // everything up to the claim, in the order it would run one statement at a time;
-            // the claim; then what the engine reads back, with COMMIT. The rare parts (outcomes
-            // other than completions of distinct jobs, the sweep, slots to grant) run one by one.
+            // Four round trips when all goes as usual: BEGIN with the clock; one pipeline with
+            // everything up to the claim (and a grant's reads), in the order it would run one
+            // statement at a time; the claim; then what the engine reads back, with COMMIT (and
+            // one more for the slots granted, when some are wanted). The rare parts (outcomes
+            // other than completions of distinct jobs, the sweep) run one by one.
             var batch = Pipeline()
             // An evicted worker writes nothing, whenever it was evicted: its heartbeat may have
             // passed just before a stall (what the batch wrote is rolled back with the throw).
@@ -47,8 +48,13 @@ extension PostgresJobStore {
             // About once a second a worker, and one at a time: the sweep walks every running job.
             let sweepDue = now - lastExpiry >= Self.expiryInterval
             let sweepLock = sweepDue ? batch.add("SELECT pg_try_advisory_xact_lock($1)", [.int(Self.sweepLock)]) : nil
-            let hosts = completions != nil && !sweepDue && request.claim > 0
-                ? batch.add(Self.hostsWithWorkSQL, hostsWithWorkArgs(request, now: now)) : nil
+            let fast = completions != nil && !sweepDue
+            let hosts = fast && request.claim > 0 ? batch.add(Self.hostsWithWorkSQL, hostsWithWorkArgs(request, now: now)) : nil
+            // The grant's reads too: claims change no slot, and what this exchange releases or
+            // pauses is written above them.
+            let wanted = fast && request.wantSlots.values.contains(where: { $0 > 0 })
+                ? (batch.add(Self.grantReadsSQL.caps, Self.grantReadsArgs(request.wantSlots, now: now)),
+                   batch.add(Self.grantReadsSQL.slots, Self.grantReadsArgs(request.wantSlots, now: now))) : nil
             let answers = try send(batch)
             if answers[evicted].rows.first?.optionalInt(0) != nil { throw WorkerEvicted(owner: request.owner) }
             if let renewedJobs { result.lostJobs = Self.lost(request.renewJobs, renewed: answers[renewedJobs].rows) }
@@ -70,11 +76,13 @@ extension PostgresJobStore {
             if request.claim > 0 {
                 (result.claimed, claimedHosts) = try claimAhead(request, now: now, found: hosts.map { answers[$0].rows })
             }
+            var last = Pipeline()
             if !request.wantSlots.isEmpty {
                 (result.grantedSlots, result.caps) = try grantSlots(request.wantSlots, owner: request.owner, now: now,
-                                                                    leaseMilliseconds: request.leaseMilliseconds)
+                                                                    leaseMilliseconds: request.leaseMilliseconds,
+                                                                    read: wanted.map { (answers[$0.0].rows, answers[$0.1].rows) },
+                                                                    last: &last)
             }
-            var last = Pipeline()
             let involved = Set(request.renewSlots.map(\.hostID)).union(request.heldByHost.keys).union(request.wantSlots.keys)
             let conditions = involved.isEmpty ? nil
                 : last.add(Self.hostConditionsSQL, [.ints(Array(involved)), .text(request.owner), .int(now)])
@@ -283,22 +291,25 @@ extension PostgresJobStore {
     /// transaction-scoped advisory lock got without waiting, `ON CONFLICT DO NOTHING`. A host
     /// that still has live slots at an index beyond a lowered cap gets none until those are
     /// renewed away (no slot at such an index can be granted anew).
-    func grantSlots(_ wanted: [Int: Int], owner: String, now: Int, leaseMilliseconds: Int) throws -> ([SlotLease], [Int: Int]) {
+    ///
+    /// `read`: what `grantReadsSQL`'s two statements returned, when they went ahead in a pipeline.
+    /// Who waits for a slot is told (on the hosts' rows) by a statement added to `last`, the
+    /// pipeline that ends the exchange.
+    func grantSlots(_ wanted: [Int: Int], owner: String, now: Int, leaseMilliseconds: Int,
+                    read: (caps: PostgresRows, slots: PostgresRows)? = nil, last: inout Pipeline) throws -> ([SlotLease], [Int: Int]) {
         let asked = wanted.filter { $0.value > 0 }
         guard !asked.isEmpty else { return ([], [:]) }
         var caps: [Int: Int] = [:]
         var open: [Int] = []
-        for row in try rows("""
-            SELECT h.id, h.paused_until > $2, \(Self.capOfHost) FROM hosts h WHERE h.id = ANY($1::bigint[])
-            """, [.ints(asked.keys.sorted()), .int(now)]) {
+        for row in try read?.caps ?? rows(Self.grantReadsSQL.caps, Self.grantReadsArgs(asked, now: now)) {
             caps[row.int(0)] = row.int(2)
             if !row.bool(1) { open.append(row.int(0)) }
         }
         guard !open.isEmpty else { return ([], caps) }
         open.sort()
         var live: [Int: Set<Int>] = [:], idle: [Int: Set<Int>] = [:]
-        for row in try rows("SELECT host_id, slot, expires_at > $2 FROM host_slots WHERE host_id = ANY($1::bigint[])",
-                            [.ints(open), .int(now)]) {
+        let openSet = Set(open)
+        for row in try read?.slots ?? rows(Self.grantReadsSQL.slots, [.ints(open), .int(now)]) where openSet.contains(row.int(0)) {
             if row.bool(2) { live[row.int(0), default: []].insert(row.int(1)) } else { idle[row.int(0), default: []].insert(row.int(1)) }
         }
         var reuseHosts: [Int] = [], reuseIndices: [Int] = [], makeHosts: [Int] = [], makeIndices: [Int] = []
@@ -317,8 +328,10 @@ extension PostgresJobStore {
         }
         var granted: [SlotLease] = []
         let expiry = now + leaseMilliseconds
+        // Both at once: they write different rows (slots that exist, slots that do not yet).
+        var writes = Pipeline()
         if !reuseHosts.isEmpty {
-            for row in try rows("""
+            writes.add("""
                 WITH free AS (
                     SELECT s.host_id, s.slot FROM host_slots s JOIN unnest($1::bigint[], $2::int[]) AS g(h, i)
                         ON s.host_id = g.h AND s.slot = g.i
@@ -329,21 +342,20 @@ extension PostgresJobStore {
                 UPDATE host_slots s SET owner = $3, token = gen_random_uuid()::text, expires_at = $4
                 FROM free WHERE s.host_id = free.host_id AND s.slot = free.slot
                 RETURNING s.host_id, s.slot, s.token
-                """, [.ints(reuseHosts), .ints(reuseIndices), .text(owner), .int(expiry), .int(now)]) {
-                granted.append(SlotLease(hostID: row.int(0), index: row.int(1), token: row.string(2)))
-            }
+                """, [.ints(reuseHosts), .ints(reuseIndices), .text(owner), .int(expiry), .int(now)])
         }
         if !makeHosts.isEmpty {
-            for row in try rows("""
+            writes.add("""
                 INSERT INTO host_slots (host_id, slot, owner, token, expires_at)
                 SELECT g.h, g.s, $3, gen_random_uuid()::text, $4 FROM unnest($1::bigint[], $2::int[]) AS g(h, s)
                     JOIN hosts h ON h.id = g.h
                 WHERE g.s < \(Self.capOfHost) AND pg_try_advisory_xact_lock(\(Self.slotLockSpace) | (g.h << 16) | g.s)
                 ON CONFLICT (host_id, slot) DO NOTHING
                 RETURNING host_id, slot, token
-                """, [.ints(makeHosts), .ints(makeIndices), .text(owner), .int(expiry)]) {
-                granted.append(SlotLease(hostID: row.int(0), index: row.int(1), token: row.string(2)))
-            }
+                """, [.ints(makeHosts), .ints(makeIndices), .text(owner), .int(expiry)])
+        }
+        for answer in try send(writes) {
+            for row in answer.rows { granted.append(SlotLease(hostID: row.int(0), index: row.int(1), token: row.string(2))) }
         }
         granted.sort { ($0.hostID, $0.index) < ($1.hostID, $1.index) }
         var got: [Int: Int] = [:]
@@ -352,7 +364,7 @@ extension PostgresJobStore {
         let served = open.filter { got[$0, default: 0] >= asked[$0] ?? 0 }
         // Who waits for a slot: the holders hear of it (and give one back when they can). A row
         // another claimer is writing is skipped: it says the same.
-        try run("""
+        last.add("""
             UPDATE hosts SET wanted_by = CASE WHEN id = ANY($1::bigint[]) THEN $3 ELSE NULL END,
                 wanted_at = CASE WHEN id = ANY($1::bigint[]) THEN $4 ELSE wanted_at END
             WHERE id IN (
@@ -362,6 +374,16 @@ extension PostgresJobStore {
                 FOR NO KEY UPDATE SKIP LOCKED)
             """, [.ints(short), .ints(served), .text(owner), .int(now)])
         return (granted, caps)
+    }
+
+    /// A grant's reads: the caps and pauses of the hosts asked for, then their slots (`$1` the
+    /// hosts, `$2` the time).
+    static let grantReadsSQL = (
+        caps: "SELECT h.id, h.paused_until > $2, \(capOfHost) FROM hosts h WHERE h.id = ANY($1::bigint[])",
+        slots: "SELECT host_id, slot, expires_at > $2 FROM host_slots WHERE host_id = ANY($1::bigint[])")
+
+    static func grantReadsArgs(_ asked: [Int: Int], now: Int) -> [Arg] {
+        [.ints(asked.filter { $0.value > 0 }.keys.sorted()), .int(now)]
     }
 
     /// The advisory-lock keys of slot indices: "hs" in the top 16 bits, then the host id, then
