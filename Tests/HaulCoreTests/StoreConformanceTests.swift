@@ -314,6 +314,16 @@ import Testing
 
     // MARK: The commands' operations
 
+    @Test(arguments: StoreKind.allCases) func jobFoldersNameEachFolderOnce(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        #expect(try queue.jobFolders() == [])
+        try fixture.add(urls("a.example", 3) + ["https://c.example/1  out=sub/one", "https://c.example/2  out=sub/deeper/two",
+                                                 "https://c.example/3  out=sub/three", "https://c.example/4  out=sé/four"], to: queue)
+        let root = fixture.directory.path
+        #expect(try queue.jobFolders() == [root, root + "/sub", root + "/sub/deeper", root + "/sé"])
+    }
+
     @Test(arguments: StoreKind.allCases) func listCountCancelRetryRefetchAndStatus(_ kind: StoreKind) throws {
         let fixture = try StoreFixture(kind)
         let queue = try fixture.open()
@@ -324,9 +334,6 @@ import Testing
         var walked: [Int] = []
         #expect(try queue.forEachJob(state: .queued, after: 0, batch: 3) { walked.append($0.id) } == 8)
         #expect(walked == ids)
-        var destinations = 0
-        try queue.forEachJobDestination { _, _, _ in destinations += 1 }
-        #expect(destinations == 8)
 
         #expect(try queue.cancel([ids[0], 999_999]) == [.changed, .notFound])
         #expect(try queue.cancel([ids[0]]) == [.unchanged(.cancelled)])

@@ -17,13 +17,9 @@ enum Startup {
 
     /// Removes `.haul-*.part` files that no queued or running job owns; returns how many.
     static func removeOrphanedTempFiles(_ store: any JobStore) throws -> Int {
-        // Memory: one entry per distinct folder, not per job.
-        var folders = Set<String>()
-        try store.forEachJobDestination { _, destination, _ in
-            folders.insert(destination.parentFolder)
-        }
         var removed = 0
-        for folder in folders {
+        // Memory: one entry per distinct folder, not per job.
+        for folder in try store.jobFolders() {
             guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { continue }
             for name in names {
                 guard let (id, _) = TempFile.jobID(fromName: name) else { continue }

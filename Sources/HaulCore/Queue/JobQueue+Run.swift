@@ -28,18 +28,11 @@ extension JobQueue {
         return [retry, pause].compactMap { $0 }.min()
     }
 
-    /// Calls `body` with (id, destination, state) of every job, a page at a time, so memory
-    /// stays flat.
-    public func forEachJobDestination(_ body: (Int, String, JobState) throws -> Void) throws {
-        var after = 0
-        while true {
-            let page = try database.rows(
-                "SELECT id, destination, state FROM jobs WHERE id > ? ORDER BY id LIMIT 10000", [after]) {
-                ($0.int(0), $0.string(1), JobState(rawValue: $0.string(2)) ?? .failed)
-            }
-            guard let last = page.last else { return }
-            for row in page { try body(row.0, row.1, row.2) }
-            after = last.0
-        }
+    public func jobFolders() throws -> Set<String> {
+        // Each destination up to its last "/" (rtrim takes off every character but "/" from the
+        // end), once: the database sends one row per folder, not one per job.
+        Set(try database.rows("SELECT DISTINCT rtrim(destination, replace(destination, '/', '')) FROM jobs") {
+            ($0.string(0) + "x").parentFolder
+        })
     }
 }

@@ -33,8 +33,9 @@ public protocol JobStore: AnyObject {
     func leaseOwners() throws -> [String]
     /// Ends the leases and slots of `owners` now (their processes are known to be gone).
     func expireLeases(ofOwners owners: [String]) throws
-    /// Calls `body` with (id, destination, state) of every job, a page at a time.
-    func forEachJobDestination(_ body: (Int, String, JobState) throws -> Void) throws
+    /// The folders that hold the jobs' destinations (each destination's `parentFolder`), once
+    /// each: as many as there are folders, whatever the number of jobs.
+    func jobFolders() throws -> Set<String>
     func profile(id: Int) throws -> RequestProfile?
     func status() throws -> QueueStatus
     /// A snapshot that may be a few seconds old, cheaper than `status()` on a store where counting
