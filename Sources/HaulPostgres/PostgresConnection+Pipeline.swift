@@ -18,8 +18,9 @@ extension PostgresConnection {
     ///
     /// When one fails, the server skips the rest: the first error is thrown (the transaction,
     /// if any, is then aborted, and `transaction` rolls it back). Outside a transaction the
-    /// statements are one implicit transaction: all of them take effect, or none. Statements not yet prepared on
-    /// this connection are prepared first, one round trip each, once per connection.
+    /// statements are one implicit transaction: all of them take effect, or none. Statements
+    /// not yet prepared on this connection are prepared first, one round trip each, once per
+    /// connection.
     /// - Returns: one result per statement, in order.
     public func pipeline(_ statements: [(sql: String, parameters: [PostgresValue])], commit: Bool = false) throws -> [PostgresResult] {
         // Nothing to send: no round trip (a transaction that sent nothing has nothing to commit).
