@@ -140,43 +140,55 @@ extension PostgresJobStore {
     /// every running job whose lease expired to the queue (or fails it, when it has used all its
     /// attempts).
     func sweep(now: Int) throws {
-        let timeout = "(SELECT value FROM queue_settings WHERE name = 'worker_timeout_ms')"
-        let holding = """
-            (EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.owner)
-             OR EXISTS (SELECT 1 FROM host_slots s WHERE s.owner = w.owner AND s.expires_at > $1))
-            """
-        let gone = try rows("""
-            UPDATE workers w SET evicted_at = $1
-            WHERE w.evicted_at IS NULL AND w.heartbeat_at < $1 - \(timeout) AND \(holding)
-            RETURNING w.owner
-            """, [.int(now)]).map { $0.string(0) }
+        let gone = try rows(Self.evictSilentSQL, [.int(now)]).map { $0.string(0) }
         // Silent and holding nothing: forgotten. Evicted a day ago: its record is no longer needed.
-        try run("""
-            DELETE FROM workers w
-            WHERE (w.evicted_at IS NULL AND w.heartbeat_at < $1 - \(timeout) AND NOT \(holding))
-                OR w.evicted_at < $1 - 86400000
-            """, [.int(now)])
+        try run(Self.forgetSilentSQL, [.int(now)])
         try endLeases(ofOwners: gone, now: now)
         try expireLeases(now: now)
     }
+
+    private static let workerTimeout = "(SELECT value FROM queue_settings WHERE name = 'worker_timeout_ms')"
+    private static let holding = """
+        (EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.owner)
+         OR EXISTS (SELECT 1 FROM host_slots s WHERE s.owner = w.owner AND s.expires_at > $1))
+        """
+    /// Marks evicted the workers silent past the timeout (at `$1`) that hold jobs or slots.
+    static let evictSilentSQL = """
+        UPDATE workers w SET evicted_at = $1
+        WHERE w.evicted_at IS NULL AND w.heartbeat_at < $1 - \(workerTimeout) AND \(holding)
+        RETURNING w.owner
+        """
+    static let forgetSilentSQL = """
+        DELETE FROM workers w
+        WHERE (w.evicted_at IS NULL AND w.heartbeat_at < $1 - \(workerTimeout) AND NOT \(holding))
+            OR w.evicted_at < $1 - 86400000
+        """
+    static let endLeasesSQL = "UPDATE jobs SET lease_expires_at = $1 WHERE state = 'running' AND lease_owner = ANY($2::text[])"
 
     /// Makes the job leases of `owners` expire now and frees their slots (their processes are
     /// gone); `expireLeases(now:)` then hands the jobs back.
     private func endLeases(ofOwners owners: [String], now: Int) throws {
         guard !owners.isEmpty else { return }
-        try run("UPDATE jobs SET lease_expires_at = $1 WHERE state = 'running' AND lease_owner = ANY($2::text[])",
-                [.int(now), .texts(owners)])
+        try run(Self.endLeasesSQL, [.int(now), .texts(owners)])
         try run("UPDATE host_slots SET expires_at = 0, owner = '', token = '' WHERE owner = ANY($1::text[])", [.texts(owners)])
     }
 
     func expireLeases(now: Int) throws {
-        try run("""
+        try run(Self.expireLeasesSQL, [.int(now)])
+    }
+
+    /// Hands back (or fails, at their last attempt) the running jobs whose lease ended by `$1`.
+    static let expireLeasesSQL = """
             WITH expired AS (
                 SELECT id, lease_token FROM jobs WHERE state = 'running' AND lease_expires_at <= $1 FOR UPDATE SKIP LOCKED
             ),
+            -- "= ANY(ARRAY(…))" beside each join: the exchange runs on generic plans, which
+            -- expect a third of the running jobs to have expired and may then hash the whole
+            -- attempts or jobs table; the arrays are read by index.
             closed AS (
                 UPDATE attempts a SET finished_at = $1, error = 'lease expired: the worker stopped without reporting'
-                FROM expired e WHERE a.job_id = e.id AND a.lease_token = e.lease_token AND a.finished_at IS NULL
+                FROM expired e WHERE a.job_id = ANY(ARRAY(SELECT id FROM expired))
+                    AND a.job_id = e.id AND a.lease_token = e.lease_token AND a.finished_at IS NULL
             )
             UPDATE jobs j SET
                 state = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'queued' END,
@@ -186,9 +198,8 @@ extension PostgresJobStore {
                     ELSE j.last_error END,
                 finished_at = CASE WHEN j.attempts >= j.max_attempts THEN $1 ELSE NULL END,
                 lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $1
-            FROM expired e WHERE j.id = e.id
-            """, [.int(now)])
-    }
+            FROM expired e WHERE j.id = ANY(ARRAY(SELECT id FROM expired)) AND j.id = e.id
+            """
 
     public func expireLeases(ofOwners owners: [String]) throws {
         guard !owners.isEmpty else { return }

@@ -37,6 +37,10 @@ struct PostgresPlanTests {
             ("take", PostgresJobStore.takeSQL, "'{1,2}', '{16,16}', 0, NULL, 'w', 1"),
             ("host_conditions", PostgresJobStore.hostConditionsSQL, "'{1,2}', 'w', 0"),
             ("idle", PostgresJobStore.idleSQL, "0"),
+            ("expire_leases", PostgresJobStore.expireLeasesSQL, "5"),
+            ("evict_silent", PostgresJobStore.evictSilentSQL, "1000000"),
+            ("forget_silent", PostgresJobStore.forgetSilentSQL, "1000000"),
+            ("end_leases", PostgresJobStore.endLeasesSQL, "5, '{a,b}'"),
         ]
         for statement in statements {
             try connection.execute("PREPARE \(statement.name) AS \(statement.sql)")
