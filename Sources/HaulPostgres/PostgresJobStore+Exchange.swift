@@ -478,9 +478,6 @@ extension PostgresJobStore {
     /// How many hosts with work a claim looks at, at least.
     static let hostsPerClaim = 32
 
-    /// Claims up to `request.claim` due jobs, spread round-robin over the hosts with work (from
-    /// this claimer's cursor on, so successive claims move through every host), at most `claimAheadRounds` times a host's cap in the claimer's hands
-    /// per host. `FOR UPDATE SKIP LOCKED`: claimers never take one job twice nor wait on each other.
     /// The next hosts with due work after this claimer's cursor (wrapping around), not every
     /// host: a queue of ten thousand hosts costs a claim as many index probes as it needs (the
     /// part after the cursor first; the part up to it only when that gave too few). One probe a
@@ -489,25 +486,29 @@ extension PostgresJobStore {
     /// ordered as the claimable index is, so that it reads the index: unordered, the planner may
     /// expect a due job near the table's start and read past every job done to find one.
     static let hostsWithWorkSQL: String = {
-        let part = """
-            SELECT %@ AS part, h.id, h.host, \(capOfHost) AS cap FROM hosts h
+        func part(_ number: Int, _ comparison: String) -> String {
+            """
+            SELECT \(number) AS part, h.id, h.host, \(capOfHost) AS cap FROM hosts h
                 CROSS JOIN LATERAL (
                     SELECT 1 FROM jobs j WHERE j.host_id = h.id AND j.state = 'queued' AND j.next_attempt_at <= $1
                     ORDER BY j.next_attempt_at, j.id LIMIT 1
                 ) AS due
-            WHERE h.paused_until <= $1 AND h.id %@ $2
+            WHERE h.paused_until <= $1 AND h.id \(comparison) $2
             ORDER BY h.id LIMIT $3
             """
-        func with(_ number: String, _ comparison: String) -> String {
-            part.replacingOccurrences(of: "%@ AS", with: "\(number) AS").replacingOccurrences(of: "%@ $2", with: "\(comparison) $2")
         }
-        return "SELECT id, host, cap, part FROM ((\(with("0", ">"))) UNION ALL (\(with("1", "<=")))) AS found LIMIT $3"
+        return "SELECT id, host, cap, part FROM ((\(part(0, ">"))) UNION ALL (\(part(1, "<=")))) AS found LIMIT $3"
     }()
 
     func hostsWithWorkArgs(_ request: Exchange, now: Int) -> [Arg] {
         [.int(now), .int(claimCursor), .int(max(request.claim, Self.hostsPerClaim))]
     }
 
+    /// Claims up to `request.claim` due jobs, spread round-robin over the hosts with work (from
+    /// this claimer's cursor on, so successive claims move through every host), at most
+    /// `claimAheadRounds` times a host's cap in the claimer's hands per host. `FOR UPDATE SKIP
+    /// LOCKED`: claimers never take one job twice nor wait on each other. `found`: the hosts
+    /// `hostsWithWorkSQL` returned, when it went ahead in a pipeline.
     func claimAhead(_ request: Exchange, now: Int, found prefetched: PostgresRows? = nil) throws -> (leases: [Lease], hosts: [Int]) {
         let hostRows = try prefetched ?? rows(Self.hostsWithWorkSQL, hostsWithWorkArgs(request, now: now))
         // After the cursor first (the server sends them so; sorted again to be sure).

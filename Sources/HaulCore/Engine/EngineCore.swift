@@ -250,6 +250,8 @@ struct EngineCore {
     private var renewEvery: Int { config.leaseMilliseconds / 3 }
     /// Jobs claims keep in hand, not started.
     private var claimTarget: Int { config.claimAheadRounds * config.workers }
+    /// A claim is due once fewer than this many are in hand (a quarter round short of the target).
+    private var claimBelow: Int { claimTarget - max(1, config.workers / 4) }
     /// No job of ours is ready, running, being placed or waiting to be recorded.
     private var holdsNoJob: Bool {
         transfers.isEmpty && verified.isEmpty && placing.isEmpty && outbox.isEmpty && inFlight == nil && readyTotal == 0
@@ -956,7 +958,7 @@ struct EngineCore {
         // Rounds of work in hand: one exchange (with a batch of outcomes) may take as long as
         // many transfers.
         let claimDue = now >= claimNotBefore || claimBlockedReady.map { ready < $0 } == true
-        if !stopping && claimDue && ready < claimTarget - max(1, config.workers / 4) {
+        if !stopping && claimDue && ready < claimBelow {
             request.claim = claimTarget - ready
             claimBlockedReady = nil
             reasons += 1
@@ -1037,7 +1039,7 @@ struct EngineCore {
             if !headProgress.isEmpty { times.append(lastProgress + config.batchDelay) }
             times.append(lastRenewal + renewEvery)
             if !transfers.isEmpty { times.append(lastProgress + config.progressEvery) }
-            if !stopping && heldForClaims < claimTarget - max(1, config.workers / 4) { times.append(claimNotBefore) }
+            if !stopping && heldForClaims < claimBelow { times.append(claimNotBefore) }
             for block in blockedFolders.values where block.probe == nil && !block.parked.isEmpty { times.append(block.until) }
             for host in hosts.values {
                 if let idle = host.idleSince { times.append(idle + Self.idleSlot) }

@@ -32,8 +32,7 @@ public struct Exchange: Sendable {
     public var claim = 0
     /// Claimed jobs the claimer holds and has not started, by host id, for every host it holds
     /// jobs or slots of: a host gets at most the store's `claimAheadRounds` times its cap of them
-    /// in hand, and the answer says
-    /// which of these hosts are paused or wanted by another claimer.
+    /// in hand, and the answer says which of these hosts are paused or wanted by another claimer.
     public var heldByHost: [Int: Int] = [:]
     /// When set, replaces the claimed jobs' maximum number of attempts.
     public var maxAttempts: Int?

@@ -191,8 +191,8 @@ extension JobQueue {
     // MARK: Claiming ahead
 
     /// Claims up to `request.claim` runnable jobs, round-robin over hosts (least recently
-    /// claimed first), at most `claimAheadRounds` times a host's cap of them in the claimer's hands per host. Claims do
-    /// not count against the cap; slots do.
+    /// claimed first), at most `claimAheadRounds` times a host's cap of them in the claimer's
+    /// hands per host. Claims do not count against the cap; slots do.
     private func claimAhead(_ request: Exchange, now: Int) throws -> [Lease] {
         let hostRows = try database.statement("""
             SELECT h.id, h.host, \(Self.capOfHost)
