@@ -148,4 +148,48 @@ final class CurlTransportTests: XCTestCase {
             Thread.sleep(forTimeInterval: 0.05)
         }
     }
+
+    /// The loop keeps the engine's one timer (`TimerWorkQueue`), so a wake-up needs no other
+    /// thread: the block runs on the loop's thread, no earlier than asked and well before the
+    /// loop's longest sleep (1 s) even with nothing else to do; setting the timer again replaces
+    /// the block not yet run, and a cancelled one never runs.
+    func testTheLoopsTimerWakesItOnTimeOnItsThreadAndKeepsOnlyTheLastBlock() throws {
+        let transport = try CurlTransport()
+        let queue = try XCTUnwrap(transport.workQueue as? any TimerWorkQueue, "libcurl's loop keeps a timer")
+        final class Recorder: Sendable {
+            let fired = Mutex<[(name: String, thread: UInt, at: UInt64)]>([])
+            let done = DispatchSemaphore(value: 0)
+            func note(_ name: String) {
+                fired.withLock { $0.append((name, UInt(pthread_self()), DispatchTime.now().uptimeNanoseconds)) }
+                done.signal()
+            }
+        }
+        let recorder = Recorder()
+        let loopThread = Atomic<UInt>(0)
+        let set = DispatchSemaphore(value: 0)
+        let start = Atomic<UInt64>(0)
+        queue.enqueue {
+            loopThread.store(UInt(pthread_self()), ordering: .relaxed)
+            start.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
+            queue.setTimer(afterMilliseconds: 300) { recorder.note("replaced") }
+            queue.setTimer(afterMilliseconds: 60) { recorder.note("first") }
+            set.signal()
+        }
+        XCTAssertEqual(set.wait(timeout: .now() + 2), .success)
+        XCTAssertEqual(recorder.done.wait(timeout: .now() + 2), .success, "the timer never fired")
+        queue.enqueue {
+            queue.setTimer(afterMilliseconds: 40) { recorder.note("cancelled") }
+            queue.cancelTimer()
+            queue.setTimer(afterMilliseconds: 80) { recorder.note("second") }
+        }
+        XCTAssertEqual(recorder.done.wait(timeout: .now() + 2), .success, "the timer set after a cancel never fired")
+        // Long enough for a replaced or cancelled block to have run, had it been kept.
+        XCTAssertEqual(recorder.done.wait(timeout: .now() + 0.5), .timedOut, "a replaced or cancelled block ran")
+        let fired = recorder.fired.withLock { $0 }
+        XCTAssertEqual(fired.map(\.name), ["first", "second"])
+        XCTAssertTrue(fired.allSatisfy { $0.thread == loopThread.load(ordering: .relaxed) }, "a timer block ran off the loop's thread")
+        let seconds = Double(fired[0].at - start.load(ordering: .relaxed)) / 1e9
+        XCTAssertGreaterThanOrEqual(seconds, 0.06, "the timer fired early")
+        XCTAssertLessThan(seconds, 0.5, "the loop slept past its timer (it took \(seconds) s)")
+    }
 }

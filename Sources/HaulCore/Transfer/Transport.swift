@@ -180,6 +180,18 @@ public protocol WorkQueue: Sendable {
     func enqueue(_ block: @escaping @Sendable () -> Void)
 }
 
+/// A `WorkQueue` whose own thread also keeps one timer, so a wake-up needs no other thread
+/// (a dispatch timer wakes libdispatch's manager thread each time it is set, then a thread of
+/// its queue, which hands the tick back).
+///
+/// Guarantees: call it on the queue only; `block` runs on the queue, once, no earlier than
+/// `milliseconds` from now (and about then); setting the timer again replaces the block not
+/// yet run, and `cancelTimer` drops it.
+public protocol TimerWorkQueue: WorkQueue {
+    func setTimer(afterMilliseconds milliseconds: Int, _ block: @escaping @Sendable () -> Void)
+    func cancelTimer()
+}
+
 extension DispatchQueue: WorkQueue {
     /// Runs `block` on this queue (serial queues only keep `WorkQueue`'s guarantees).
     public func enqueue(_ block: @escaping @Sendable () -> Void) {

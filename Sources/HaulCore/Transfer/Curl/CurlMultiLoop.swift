@@ -23,7 +23,7 @@ import Synchronization
 /// by its id, stored before any work can arrive); the inbox is under its mutex, and
 /// `curl_multi_wakeup` — the one libcurl call made from other threads, which libcurl allows —
 /// is made under that mutex while the inbox is open, so it never races the handle's clean-up.
-final class CurlMultiLoop: WorkQueue, @unchecked Sendable {
+final class CurlMultiLoop: TimerWorkQueue, @unchecked Sendable {
     private struct Inbox {
         var starts: [CurlEasyTransfer] = []
         var cancels: [CurlEasyTransfer] = []
@@ -49,6 +49,8 @@ final class CurlMultiLoop: WorkQueue, @unchecked Sendable {
     private var idle: [CurlEasy] = []
     /// Work handed in on the loop's thread.
     private var local = Inbox()
+    /// The one timer (`TimerWorkQueue`): its deadline on `Monotonic`'s clock, and its block.
+    private var timer: (deadline: UInt64, block: @Sendable () -> Void)?
     /// The loop thread's id (`pthread_self`), set before the thread starts.
     private let loopThread = Atomic<UInt>(0)
     private var onLoop: Bool { loopThread.load(ordering: .acquiring) == UInt(pthread_self()) }
@@ -80,6 +82,19 @@ final class CurlMultiLoop: WorkQueue, @unchecked Sendable {
     /// Runs `block` on the loop's thread, between turns. Dropped once the loop is closed.
     func enqueue(_ block: @escaping @Sendable () -> Void) {
         handIn { $0.blocks.append(block) }
+    }
+
+    /// Sets the loop's one timer; on the loop's thread (where its user runs) it costs no system
+    /// call: the loop sleeps no longer than the deadline and runs the block at its next turn after.
+    func setTimer(afterMilliseconds milliseconds: Int, _ block: @escaping @Sendable () -> Void) {
+        let deadline = Monotonic.now + UInt64(max(0, milliseconds)) * 1_000_000
+        guard onLoop else { return enqueue { [self] in timer = (deadline, block) } }
+        timer = (deadline, block)
+    }
+
+    func cancelTimer() {
+        guard onLoop else { return enqueue { [self] in timer = nil } }
+        timer = nil
     }
 
     /// Hands a transfer to the loop (its `onEnd` set). After `close`, it ends as cancelled.
@@ -154,7 +169,7 @@ final class CurlMultiLoop: WorkQueue, @unchecked Sendable {
             if work.cancelAll || work.closed {
                 for transfer in Array(running.values) { stop(transfer, .cancelled) }
             }
-            if work.closed { break }
+            if work.closed { timer = nil; break }
 
             curl_multi_perform(multi, &stillRunning)
             var left: Int32 = 0
@@ -178,6 +193,11 @@ final class CurlMultiLoop: WorkQueue, @unchecked Sendable {
                 }
             }
             for (transfer, failure) in expired { stop(transfer, failure) }
+            if let due = timer, due.deadline <= now {
+                timer = nil  // before the block, which may set it again
+                due.block()
+            }
+            if let timer { nearest = min(nearest, timer.deadline) }
             // An unpaused transfer has its kept piece taken; perform again before sleeping. Work
             // handed in on this thread (by `onEnd`s just now) is done before sleeping too.
             if unpaused || !local.blocks.isEmpty || !local.starts.isEmpty || !local.cancels.isEmpty || local.cancelAll {
