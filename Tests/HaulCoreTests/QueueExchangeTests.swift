@@ -83,9 +83,11 @@ final class QueueExchangeTests: XCTestCase {
         try add((0..<10).map { "https://a.example/\($0)" }, to: queue, in: directory.path)
         try queue.setHostCap(2, host: nil)
         let claimed = try queue.exchange(request("m/1/1", claim: 10)).claimed
-        XCTAssertEqual(claimed.count, 4, "at most twice the cap in hand per host")
+        let inHand = queue.claimAheadRounds * 2
+        XCTAssertLessThan(inHand, 10, "the queue holds more than a claimer may take")
+        XCTAssertEqual(claimed.count, inHand, "at most the store's rounds times the cap in hand per host")
         XCTAssertTrue(claimed.allSatisfy { $0.job.attempts == 1 && $0.job.state == .running })
-        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM attempts"), 4)
+        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM attempts"), inHand)
 
         var outcomes = request("m/1/1")
         outcomes.outcomes = [

@@ -25,12 +25,20 @@ public final class DownloadEngine: Sendable {
                 events: @escaping @Sendable (EngineEvent) -> Void = { _ in }) {
         self.store = store
         self.options = options
-        let policy = RetryPolicy(backoff: Backoff(base: 1, cap: 300), maxRetryAfter: options.maxRetryAfter)
-        let config = EngineCore.Config(workers: options.workers, owner: ProcessIdentity.current.description,
-                                       worker: options.workerName, leaseMilliseconds: Int(options.leaseDuration * 1000), maxAttempts: options.maxAttempts,
-                                       policy: policy, progressEvery: Int(options.progressInterval * 1000),
-                                       prepareAhead: 2 * options.workers, claimAheadRounds: store.claimAheadRounds)
+        let config = Self.coreConfig(options, claimAheadRounds: store.claimAheadRounds)
         runner = Runner(core: EngineCore(config: config), store: store, transport: transport, options: options, emit: events)
+    }
+
+    /// The core's settings for a run. Every job in hand is prepared ahead (its rounds times the
+    /// workers): a job claimed is started a few milliseconds later, and a preparation takes
+    /// about 2 ms from asking to the answer on libcurl's loop (waiting for a preparing thread,
+    /// then for the loop's turn), so one prepared only when its turn came was often late.
+    static func coreConfig(_ options: EngineOptions, claimAheadRounds: Int) -> EngineCore.Config {
+        let policy = RetryPolicy(backoff: Backoff(base: 1, cap: 300), maxRetryAfter: options.maxRetryAfter)
+        return EngineCore.Config(workers: options.workers, owner: ProcessIdentity.current.description,
+                                 worker: options.workerName, leaseMilliseconds: Int(options.leaseDuration * 1000), maxAttempts: options.maxAttempts,
+                                 policy: policy, progressEvery: Int(options.progressInterval * 1000),
+                                 prepareAhead: claimAheadRounds * options.workers, claimAheadRounds: claimAheadRounds)
     }
 
     /// Asks the run to stop (safe to call from any thread, e.g. a signal handler).
