@@ -870,6 +870,9 @@ struct EngineCore {
     private mutating func prepareAhead(into actions: inout [Action]) {
         guard config.prepareAhead > 0, aheadStale, !stopping, ahead.count < config.prepareAhead else { return }
         aheadStale = false
+        // Most steps find every ready job prepared already (a job prepared ahead is one of them
+        // until it starts or is dropped): not worth looking through up to `prepareAhead` of them.
+        guard ahead.count < min(config.prepareAhead, hosts.values.reduce(0) { $0 + $1.readyCount }) else { return }
         for id in hostOrder where ahead.count < config.prepareAhead {
             guard let host = hosts[id], host.unreachable == nil, host.readyCount > 0 else { continue }
             let front = host.ready[host.readyStart..<min(host.ready.count, host.readyStart + config.prepareAhead)]

@@ -142,7 +142,9 @@ final class CurlEasyTransfer: @unchecked Sendable {
         if end >= 5, bytes[0] == 0x48, bytes[1] == 0x54, bytes[2] == 0x54, bytes[3] == 0x50, bytes[4] == 0x2F {  // "HTTP/"
             // A new response (after a 100 Continue, say): its status, and no headers yet.
             status = Self.status(in: bytes, end: end)
-            headers = [:]
+            // Room for a usual response's headers at once: grown from empty, the dictionary was
+            // reallocated and rehashed four times a response.
+            headers = Dictionary(minimumCapacity: 12)
             lastHeaderName = nil
             return true
         }
