@@ -143,10 +143,10 @@ import Testing
     @Test(arguments: StoreKind.allCases) func claimsAheadCountAttemptsAndOutcomesAreFencedByToken(_ kind: StoreKind) throws {
         let fixture = try StoreFixture(kind)
         let queue = try fixture.open()
-        try fixture.add(urls("a.example", 10), to: queue)
-        try queue.setHostCap(2, host: nil)
         let inHand = 2 * queue.claimAheadRounds  // the store's rounds times the cap
-        let claimed = try queue.exchange(request("m/1/1", claim: 10)).claimed
+        try fixture.add(urls("a.example", inHand + 4), to: queue)
+        try queue.setHostCap(2, host: nil)
+        let claimed = try queue.exchange(request("m/1/1", claim: inHand + 4)).claimed
         #expect(claimed.count == inHand, "at most the store's claimAheadRounds times the cap in hand per host")
         #expect(claimed.allSatisfy { $0.job.attempts == 1 && $0.job.state == .running && $0.job.leaseOwner == "m/1/1" })
         #expect(Set(claimed.map(\.token)).count == inHand, "every lease has its own token")
