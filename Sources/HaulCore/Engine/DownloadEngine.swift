@@ -579,4 +579,3 @@ private final class Runner: @unchecked Sendable {
         timer?.schedule(deadline: .now() + .milliseconds(delay), leeway: .milliseconds(1))
     }
 }
-

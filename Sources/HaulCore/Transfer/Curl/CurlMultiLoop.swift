@@ -10,7 +10,8 @@ import Synchronization
 /// before the loop next sleeps.
 ///
 /// As a `WorkQueue`, the loop runs blocks on its thread between turns, so a user whose work
-/// runs there (the engine) starts the next transfer as soon as one ends, with no thread to wake.
+/// runs there (the engine) starts the next transfer as soon as one ends, with no thread to wake;
+/// as a `TimerWorkQueue` it keeps that user's one timer too, a deadline it never sleeps past.
 ///
 /// Guarantees: every submitted transfer's `onEnd` is called exactly once (with a result,
 /// `.cancelled` when cancelled or when the loop closes); a transfer's easy handle and context
@@ -18,9 +19,9 @@ import Synchronization
 /// handle's connection cache keeps connections alive; stall, drain and total deadlines are
 /// checked on every turn, and the loop sleeps no longer than the nearest one.
 ///
-/// `@unchecked Sendable`: `multi`, `running`, `idle` and the `local` lists are touched only on
-/// the loop's thread (after `init` hands them over by starting it; `onLoop` tells that thread
-/// by its id, stored before any work can arrive); the inbox is under its mutex, and
+/// `@unchecked Sendable`: `multi`, `running`, `idle`, `timer` and the `local` lists are touched
+/// only on the loop's thread (after `init` hands them over by starting it; `onLoop` tells that
+/// thread by its id, stored before any work can arrive); the inbox is under its mutex, and
 /// `curl_multi_wakeup` — the one libcurl call made from other threads, which libcurl allows —
 /// is made under that mutex while the inbox is open, so it never races the handle's clean-up.
 final class CurlMultiLoop: TimerWorkQueue, @unchecked Sendable {
