@@ -431,6 +431,12 @@ extension EngineCoreTests {
             XCTAssertEqual(Harness.prepared(in: afterClaim).map(\.jobID), Array(1...(4 * min(rounds, 4))),
                            "\(rounds) rounds: the first four rounds in hand are prepared before any slot")
         }
+        // Each prepared job holds a temp file open: beyond 256, two rounds at most, as before.
+        for (workers, expected) in [(64, 256), (100, 256), (200, 400)] {
+            var options = EngineOptions()
+            options.workers = workers
+            XCTAssertEqual(DownloadEngine.coreConfig(options, claimAheadRounds: 6).prepareAhead, expected, "\(workers) workers")
+        }
     }
 
     func testAJobStillBeingPreparedWhenItsSlotComesIsSentWhenItsPreparationEnds() {

@@ -30,16 +30,18 @@ public final class DownloadEngine: Sendable {
     }
 
     /// The core's settings for a run. The jobs in hand are prepared ahead, up to four rounds of
-    /// them (each holds a temp file open): a job claimed is started a few milliseconds later,
-    /// and a preparation takes about 2 ms from asking to the answer on libcurl's loop (waiting
-    /// for a preparing thread, then for the loop's turn), so one prepared only when its turn
-    /// came was often late.
+    /// them: a job claimed is started a few milliseconds later, and a preparation takes about
+    /// 2 ms from asking to the answer on libcurl's loop (waiting for a preparing thread, then for
+    /// the loop's turn), so one prepared only when its turn came was often late. Each holds a
+    /// temp file open, so beyond 256 of them no more than two rounds are (as before: with many
+    /// workers the descriptors, not the wait, are what runs short).
     static func coreConfig(_ options: EngineOptions, claimAheadRounds: Int) -> EngineCore.Config {
         let policy = RetryPolicy(backoff: Backoff(base: 1, cap: 300), maxRetryAfter: options.maxRetryAfter)
         return EngineCore.Config(workers: options.workers, owner: ProcessIdentity.current.description,
                                  worker: options.workerName, leaseMilliseconds: Int(options.leaseDuration * 1000), maxAttempts: options.maxAttempts,
                                  policy: policy, progressEvery: Int(options.progressInterval * 1000),
-                                 prepareAhead: min(claimAheadRounds, 4) * options.workers, claimAheadRounds: claimAheadRounds)
+                                 prepareAhead: min(min(claimAheadRounds, 4) * options.workers, max(2 * options.workers, 256)),
+                                 claimAheadRounds: claimAheadRounds)
     }
 
     /// Asks the run to stop (safe to call from any thread, e.g. a signal handler).
