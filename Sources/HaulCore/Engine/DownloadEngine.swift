@@ -88,7 +88,10 @@ private final class Runner: @unchecked Sendable {
     /// 15.75 on average while libcurl ran about 3 transfers, the rest waiting for threads to
     /// wake); else a serial dispatch queue.
     private let queue: any WorkQueue
-    /// Where the wake-up timer fires (it sends `.tick` to `queue`).
+    /// `queue` itself when it keeps a timer (libcurl's loop), found once rather than at every
+    /// wake-up the core asks for.
+    private let loopTimer: (any TimerWorkQueue)?
+    /// Where the wake-up timer fires when `queue` keeps none (it sends `.tick` to `queue`).
     private let timerQueue = DispatchQueue(label: "haul.engine.timer")
     private let store: StoreExecutor
     private let transport: Transport
@@ -149,6 +152,7 @@ private final class Runner: @unchecked Sendable {
         self.store = store
         self.transport = transport
         queue = transport.workQueue ?? DispatchQueue(label: "haul.engine")
+        loopTimer = queue as? any TimerWorkQueue
         self.options = options
         self.emit = emit
     }
@@ -557,7 +561,7 @@ private final class Runner: @unchecked Sendable {
     }
 
     private func cancelTimer() {
-        (queue as? any TimerWorkQueue)?.cancelTimer()
+        loopTimer?.cancelTimer()
         timer?.cancel()
         timer = nil
     }
@@ -568,8 +572,8 @@ private final class Runner: @unchecked Sendable {
     /// a dispatch timer.
     private func schedule(at: Int) {
         let delay = max(0, at - Self.now())
-        if let timed = queue as? any TimerWorkQueue {
-            timed.setTimer(afterMilliseconds: delay) { [weak self] in self?.process(.tick) }
+        if let loopTimer {
+            loopTimer.setTimer(afterMilliseconds: delay) { [weak self] in self?.process(.tick) }
             return
         }
         if timer == nil {
