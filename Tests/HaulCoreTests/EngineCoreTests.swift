@@ -111,6 +111,20 @@ final class EngineCoreTests: XCTestCase {
         }
     }
 
+    /// With more rounds in hand than four (SQLite's six), claims wait until fewer than four
+    /// rounds are left, then fill the hand again in one exchange: fewer, larger transactions.
+    func testWithSixRoundsInHandTheNextClaimWaitsUntilFewerThanFourRoundsAreLeft() {
+        for (answered, nextClaim) in [(64, nil), (80, nil), (63, 33 as Int?)] {
+            var harness = Harness(workers: 16, claimAheadRounds: 6)
+            harness.send(.begin)
+            XCTAssertEqual(harness.pending?.claim, 96, "the first claim fills the hand")
+            var answer = ExchangeResult()
+            answer.claimed = (1...answered).map { Self.lease($0) }
+            let next = harness.send(.exchanged(answer))
+            XCTAssertEqual(Harness.exchange(in: next)?.claim.nonZero, nextClaim, "\(answered) in hand")
+        }
+    }
+
     /// Begins, answers the first claim with `jobs`, then the slot request with `slots`.
     fileprivate func started(_ harness: inout Harness, jobs: [Lease], slots: [SlotLease]) -> [EngineCore.Action] {
         let afterClaim = harness.claimed(jobs)
