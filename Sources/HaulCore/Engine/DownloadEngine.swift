@@ -40,7 +40,8 @@ public final class DownloadEngine: Sendable {
         return EngineCore.Config(workers: options.workers, owner: ProcessIdentity.current.description,
                                  worker: options.workerName, leaseMilliseconds: Int(options.leaseDuration * 1000), maxAttempts: options.maxAttempts,
                                  policy: policy, progressEvery: Int(options.progressInterval * 1000),
-                                 prepareAhead: min(min(claimAheadRounds, 4) * options.workers, max(2 * options.workers, 256)),
+                                 prepareAhead: min(min(claimAheadRounds, 4) * options.workers, max(2 * options.workers, 256),
+                                                   options.openFileLimit.map { DescriptorBudget.prepareRoom(workers: options.workers, limit: $0) } ?? .max),
                                  claimAheadRounds: claimAheadRounds)
     }
 

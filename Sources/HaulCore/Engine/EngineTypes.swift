@@ -26,6 +26,9 @@ public struct EngineOptions: Sendable {
     /// The worker's name, recorded with every file it places (`run --worker`): the machine's
     /// host name unless given.
     public var workerName = ProcessInfo.processInfo.hostName
+    /// Open files this process may hold (see `DescriptorBudget`): temp files are prepared ahead
+    /// only as far as it leaves room. Nil: no bound.
+    public var openFileLimit: Int?
 
     public init() {}
 }

@@ -97,6 +97,12 @@ enum RunCommand: Command {
     /// Runs the engine on `queue` until it finishes or is interrupted; returns the exit code.
     static func download(queue: any JobStore, options: EngineOptions, connection: ConnectionOptions,
                          arguments: ParsedArguments, spec: CommandSpec) throws -> Int32 {
+        var options = options
+        let openFiles = DescriptorBudget.raiseSoftLimit()
+        if let shortfall = DescriptorBudget.shortfall(workers: options.workers, limit: openFiles) {
+            throw CommandFailure(message: shortfall)
+        }
+        options.openFileLimit = openFiles
         let mode: RunReporter.Mode = arguments.flag("--json") ? .json
             : arguments.flag("--quiet") ? .quiet
             : isatty(STDERR_FILENO) == 1 ? .terminal : .plain
