@@ -4,7 +4,7 @@ import HaulCore
 
 enum RunCommand: Command {
     static let runOptions: [CommandSpec.Option] = [
-        .init(names: ["-j", "--jobs"], value: "N", help: "Transfers at once, over all hosts (default 16)."),
+        .init(names: ["-j", "--jobs"], value: "N", help: "Transfers at once, over all hosts (default 16). haul raises its limit on open files (ulimit -n) to the hard limit, and refuses an N that limit cannot hold."),
         .init(names: ["--per-host"], value: "N", help: "Transfers at once to one host, over every haul process; kept with the queue for later runs (default 4)."),
         .init(names: ["--max-attempts"], value: "N", help: "Attempts per job before it fails (default 5)."),
         .init(names: ["--stall"], value: "SECONDS", help: "Abandon an attempt after this long without data (default 60)."),
