@@ -14,10 +14,12 @@ final class EngineCoreTests: XCTestCase {
         var now = 1_000_000
         var actions: [EngineCore.Action] = []
 
-        init(workers: Int = 4, prepareAhead: Int = 0, claimAheadRounds: Int = 2) {
-            core = EngineCore(config: EngineCore.Config(workers: workers, owner: "me/1/1", leaseMilliseconds: 60_000, maxAttempts: nil,
-                                                        policy: RetryPolicy(backoff: Backoff(base: 1, cap: 1)),
-                                                        prepareAhead: prepareAhead, claimAheadRounds: claimAheadRounds))
+        init(workers: Int = 4, prepareAhead: Int = 0, claimAheadRounds: Int = 2, batchSize: Int = EngineCore.Config.defaultBatchSize) {
+            var config = EngineCore.Config(workers: workers, owner: "me/1/1", leaseMilliseconds: 60_000, maxAttempts: nil,
+                                           policy: RetryPolicy(backoff: Backoff(base: 1, cap: 1)),
+                                           prepareAhead: prepareAhead, claimAheadRounds: claimAheadRounds)
+            config.batchSize = batchSize
+            core = EngineCore(config: config)
         }
 
         /// The exchange in flight (the core sends one at a time).
@@ -123,6 +125,29 @@ final class EngineCoreTests: XCTestCase {
             let next = harness.send(.exchanged(answer))
             XCTAssertEqual(Harness.exchange(in: next)?.claim.nonZero, nextClaim, "\(answered) in hand")
         }
+    }
+
+    /// Verified files hold their temp files open until placed: while `unplacedLimit` of them wait
+    /// (a disk slow to sync), a free slot starts nothing; once a placement ends, transfers go on.
+    func testTransfersWaitWhileTooManyVerifiedFilesWaitToBePlaced() {
+        var harness = Harness(workers: 1, batchSize: 1)
+        XCTAssertEqual(harness.core.unplacedLimit, 4)
+        let afterSlots = started(&harness, jobs: (1...8).map { Self.lease($0) }, slots: [Self.slot(0)])
+        XCTAssertEqual(Harness.prepared(in: afterSlots).map(\.jobID), [1])
+        var placements: [[String]] = []
+        var startedNext: [Int?] = []
+        for id in 1...4 {
+            harness.send(.prepared(token: "t\(id)", forget: nil))
+            let ended = harness.send(.transferEnded(token: "t\(id)", .verified(status: 200, bytes: 10), resumedFrom: 0))
+            placements += ended.compactMap { if case .place(let tokens) = $0 { tokens.sorted() } else { nil } }
+            startedNext.append(Harness.prepared(in: ended).first?.jobID)
+        }
+        XCTAssertEqual(placements, [["t1"]], "one placement at a time; it has not ended yet")
+        XCTAssertEqual(startedNext, [2, 3, 4, nil], "the fourth file waiting to be placed stops new transfers")
+
+        let placed = harness.send(.placed(["t1": Harness.placedFile]))
+        XCTAssertEqual(placed.compactMap { if case .place(let tokens) = $0 { tokens.sorted() } else { nil } }, [["t2", "t3", "t4"]])
+        XCTAssertEqual(Harness.prepared(in: placed).map(\.jobID), [5], "a placement ended: the next transfer starts")
     }
 
     /// Begins, answers the first claim with `jobs`, then the slot request with `slots`.

@@ -41,7 +41,7 @@ final class OpenFileLimitTests: XCTestCase {
         XCTAssertEqual(h.outputFiles().count, 300)
     }
 
-    /// A hard limit of 700 cannot hold 100 transfers' sockets and temp files besides libcurl's
+    /// A hard limit of 900 cannot hold 100 transfers' sockets and temp files besides libcurl's
     /// idle connections and the files waiting to be placed: the run stops before taking any job,
     /// says why on one line, and every job stays queued for a run with a lower -j, which then
     /// runs under the same limit.
@@ -50,19 +50,19 @@ final class OpenFileLimitTests: XCTestCase {
         let server = try queued(h, count: 20)
         defer { server.stop() }
 
-        let refused = try runLimited(h, soft: 700, hard: 700, ["run", "-j", "100"])
+        let refused = try runLimited(h, soft: 700, hard: 900, ["run", "-j", "100"])
 
         XCTAssertEqual(refused.status, 1, refused.stdoutText + refused.stderrText)
         let lines = refused.stderrLines
         XCTAssertEqual(lines.count, 1, "one line: \(lines)")
         let line = lines.first ?? ""
-        for part in ["100 transfers at once (-j)", "only 700", "lower -j"] {
+        for part in ["100 transfers at once (-j)", "only 900", "lower -j"] {
             XCTAssertTrue(line.contains(part), "'\(part)' in: \(line)")
         }
         XCTAssertEqual(server.requestCount(), 0, "nothing fetched")
         XCTAssertEqual(try h.counts()["queued"], 20, "nothing taken off the queue")
 
-        let fewer = try runLimited(h, soft: 700, hard: 700, ["run", "-j", "4"])
+        let fewer = try runLimited(h, soft: 700, hard: 900, ["run", "-j", "4"])
         XCTAssertEqual(fewer.status, 0, fewer.stdoutText + fewer.stderrText)
         XCTAssertEqual(try h.counts()["done"], 20)
     }

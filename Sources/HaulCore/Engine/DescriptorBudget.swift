@@ -16,8 +16,8 @@ public enum DescriptorBudget {
     static let reserve = 64
     /// Idle connections libcurl may keep open (`CurlMultiLoop`'s connection cache).
     static let idleConnections = 256
-    /// Verified files held open until placed: one batch waiting while one is placed.
-    static let verifiedFiles = 2 * EngineCore.Config.defaultBatchSize
+    /// Verified files held open until placed (see `EngineCore.unplacedLimit`).
+    static let verifiedFiles = EngineCore.unplacedBatches * EngineCore.Config.defaultBatchSize
     /// The highest soft limit `raiseSoftLimit` asks for: some programs walk every descriptor
     /// up to the limit, and a million is more than any run needs.
     static let highestSoftLimit = 1 << 20

@@ -804,9 +804,15 @@ struct EngineCore {
         cursor = 0
     }
 
-    /// Starts transfers while there is room, a ready job and a free slot of its host.
+    /// Verified files not yet placed, at most, before transfers wait for placement: each holds
+    /// its temp file open, and a disk slow to sync must not let them pile up without bound.
+    var unplacedLimit: Int { Self.unplacedBatches * config.batchSize }
+    static let unplacedBatches = 4
+
+    /// Starts transfers while there is room, a ready job and a free slot of its host, and
+    /// fewer than `unplacedLimit` verified files wait to be placed.
     private mutating func startTransfers(now: Int, into actions: inout [Action]) {
-        guard !stopping, !hostOrder.isEmpty else { return }
+        guard !stopping, !hostOrder.isEmpty, verified.count + placing.count < unplacedLimit else { return }
         var idle = 0
         while transfers.count < config.workers && idle < hostOrder.count {
             let id = hostOrder[cursor % hostOrder.count]
