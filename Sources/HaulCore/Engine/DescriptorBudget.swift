@@ -15,7 +15,7 @@ public enum DescriptorBudget {
     /// its journal files, libcurl's wake-up and poll descriptors, folders being synced.
     static let reserve = 64
     /// Idle connections libcurl may keep open (`CurlMultiLoop`'s connection cache).
-    static let idleConnections = 256
+    static let idleConnections = CurlMultiLoop.connectionCache
     /// Verified files held open until placed (see `EngineCore.unplacedLimit`).
     static let verifiedFiles = EngineCore.unplacedBatches * EngineCore.Config.defaultBatchSize
     /// The highest soft limit `raiseSoftLimit` asks for: some programs walk every descriptor

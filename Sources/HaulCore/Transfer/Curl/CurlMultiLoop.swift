@@ -37,7 +37,7 @@ final class CurlMultiLoop: TimerWorkQueue, @unchecked Sendable {
     }
 
     /// Idle connections libcurl keeps open for reuse, at most.
-    private static let connectionCache = 256
+    static let connectionCache = 256
     /// Idle easy handles kept for reuse beyond this many are cleaned up.
     private static let idleLimit = 64
     /// The longest sleep between turns, so a missed wake-up costs at most this.
