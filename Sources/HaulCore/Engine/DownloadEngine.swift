@@ -87,13 +87,8 @@ private final class Runner: @unchecked Sendable {
     /// the start of the next one happen on the thread that runs them, with no hand-over
     /// (measured on workload A: with its own dispatch queue, the engine's slots were held
     /// 15.75 on average while libcurl ran about 3 transfers, the rest waiting for threads to
-    /// wake); else a serial dispatch queue.
-    private let queue: any WorkQueue
-    /// `queue` itself when it keeps a timer (libcurl's loop), found once rather than at every
-    /// wake-up the core asks for.
-    private let loopTimer: (any TimerWorkQueue)?
-    /// Where the wake-up timer fires when `queue` keeps none (it sends `.tick` to `queue`).
-    private let timerQueue = DispatchQueue(label: "haul.engine.timer")
+    /// wake); else a serial dispatch queue. Either keeps the core's wake-up timer.
+    private let queue: any TimerWorkQueue
     private let store: StoreExecutor
     private let transport: Transport
     private let options: EngineOptions
@@ -125,7 +120,6 @@ private final class Runner: @unchecked Sendable {
     private var pendingUnknownSize = 0
     private var bytesAtCount: Int64 = 0
     private var lastCounts = 0
-    private var timer: DispatchSourceTimer?
     private var continuation: CheckedContinuation<RunSummary, any Error>?
     /// Exchanges that failed in a row, and whether one ever succeeded.
     private var failedExchanges = 0
@@ -152,8 +146,7 @@ private final class Runner: @unchecked Sendable {
         self.core = core
         self.store = store
         self.transport = transport
-        queue = transport.workQueue ?? DispatchQueue(label: "haul.engine")
-        loopTimer = queue as? any TimerWorkQueue
+        queue = transport.workQueue ?? DispatchTimerQueue(label: "haul.engine")
         self.options = options
         self.emit = emit
     }
@@ -562,27 +555,13 @@ private final class Runner: @unchecked Sendable {
     }
 
     private func cancelTimer() {
-        loopTimer?.cancelTimer()
-        timer?.cancel()
-        timer = nil
+        queue.cancelTimer()
     }
 
-    /// Sends `.tick` at `at` (Unix ms): on the queue's own timer when it keeps one (libcurl's
-    /// loop: the core asks for a wake-up after nearly every event, and a dispatch timer set
-    /// that often woke libdispatch's manager thread 0.6 times a file on workload A), else on
-    /// a dispatch timer.
+    /// Processes `.tick` at `at` (Unix ms), on the queue's own timer: on libcurl's loop it costs
+    /// no system call (the core asks for a wake-up after nearly every event, and a dispatch
+    /// timer set that often woke libdispatch's manager thread 0.6 times a file on workload A).
     private func schedule(at: Int) {
-        let delay = max(0, at - Self.now())
-        if let loopTimer {
-            loopTimer.setTimer(afterMilliseconds: delay) { [weak self] in self?.process(.tick) }
-            return
-        }
-        if timer == nil {
-            let source = DispatchSource.makeTimerSource(queue: timerQueue)
-            source.setEventHandler { [weak self] in self?.send(.tick) }
-            source.resume()
-            timer = source
-        }
-        timer?.schedule(deadline: .now() + .milliseconds(delay), leeway: .milliseconds(1))
+        queue.setTimer(afterMilliseconds: max(0, at - Self.now())) { [weak self] in self?.process(.tick) }
     }
 }

@@ -168,8 +168,9 @@ public protocol Transport: Sendable {
     func cancelAll()
     /// Where the transport ends its fetches, when it runs them on a thread of its own: work
     /// handed to it runs on that thread, so what follows a fetch's end (starting the next one)
-    /// needs no hand-over to another thread. Nil when the transport has no such thread.
-    var workQueue: (any WorkQueue)? { get }
+    /// needs no hand-over to another thread; it keeps the user's timer too. Nil when the
+    /// transport has no such thread.
+    var workQueue: (any TimerWorkQueue)? { get }
 }
 
 /// Runs blocks one at a time.
@@ -206,7 +207,7 @@ public protocol FetchHandle: Sendable {
 }
 
 extension Transport {
-    public var workQueue: (any WorkQueue)? { nil }
+    public var workQueue: (any TimerWorkQueue)? { nil }
 
     /// A fetch in a task of its own, for transports without a native way to start one.
     public func start(_ request: FetchRequest, into sink: BodySink,

@@ -93,7 +93,7 @@ public final class CurlTransport: Transport {
     }
 
     /// The loop's thread, which ends every fetch (see `CurlMultiLoop.enqueue`).
-    public var workQueue: (any WorkQueue)? { loop }
+    public var workQueue: (any TimerWorkQueue)? { loop }
 
     /// "libcurl/7.88.1 OpenSSL/3.0.17 nghttp2/1.52.0": libcurl's version and those of its TLS
     /// and HTTP/2 libraries.
