@@ -96,8 +96,17 @@ final class CrashLoopTests: XCTestCase {
         }
 
         let final = try h.run(Self.runArguments + ["--json"], timeout: 900)
-        XCTAssertEqual(final.status, scenario.jobs.contains(where: \.mustFail) ? 1 : 0,
+        // Exit 1 when a job this run worked on failed; jobs that failed in a killed run before
+        // it (every 404 may have) are only noted in its summary.
+        let summary = final.stdoutLines.last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let failedNow = summary?["failed"] as? Int
+        XCTAssertNotNil(failedNow, "\(context): the final run's last line is its summary: \(final.stdoutLines.suffix(1))")
+        XCTAssertEqual(final.status, (failedNow ?? 0) > 0 ? 1 : 0,
                        "\(context): final run: \(final.stderrText)\n\(final.stdoutLines.suffix(5).joined(separator: "\n"))")
+        if scenario.jobs.contains(where: \.mustFail) {
+            XCTAssertEqual((failedNow ?? 0) + (summary?["failed_earlier"] as? Int ?? 0), scenario.jobs.filter(\.mustFail).count,
+                           "\(context): every 404 failed, in this run or an earlier one")
+        }
         let report = try finalChecks(h, scenario: scenario, tracker: tracker, servers: servers, context: context)
         let seconds = Double((ContinuousClock.now - began).components.seconds)
         let caps = servers.map { "\($0.host) \(tracker.maxConcurrent(host: $0.hostKey))" }.joined(separator: ", ")
