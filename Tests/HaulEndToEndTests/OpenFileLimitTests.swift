@@ -24,6 +24,8 @@ final class OpenFileLimitTests: XCTestCase {
         let result = try HaulProcess.run(URL(fileURLWithPath: Self.prlimit), ["--nofile=\(soft):\(hard)", h.haul.path] + arguments + ["--db", h.db],
                                          currentDirectory: h.temp.path, timeout: 60)
         XCTAssertFalse(result.timedOut, "haul \(arguments.joined(separator: " ")) ran past 60 s; stderr: \(result.stderrText)")
+        // Raising a hard limit needs privilege (CAP_SYS_RESOURCE): without it prlimit itself fails.
+        if result.stderrText.hasPrefix("prlimit:") { throw XCTSkip("prlimit could not set the limits: \(result.stderrText)") }
         return result
     }
 
