@@ -193,13 +193,6 @@ public protocol TimerWorkQueue: WorkQueue {
     func cancelTimer()
 }
 
-extension DispatchQueue: WorkQueue {
-    /// Runs `block` on this queue (serial queues only keep `WorkQueue`'s guarantees).
-    public func enqueue(_ block: @escaping @Sendable () -> Void) {
-        async(execute: block)
-    }
-}
-
 /// A fetch in flight, started by `Transport.start`.
 public protocol FetchHandle: Sendable {
     /// Ends the fetch as `.cancelled` (at once, or as soon as the transport can).
