@@ -51,4 +51,13 @@ struct PostgresPlanTests {
             }
         }
     }
+
+    /// JIT compilation cost the sweep's statements (estimated above `jit_above_cost` on generic
+    /// plans) 15–40 ms of the server's time on every call, for work of well under a millisecond:
+    /// the store's sessions run without it.
+    @Test func theStoresSessionRunsWithoutJIT() throws {
+        let fixture = try StoreFixture(.postgres)
+        let store = try PostgresJobStore(url: fixture.location)
+        #expect(try store.connection.query("SHOW jit").first?.string(0) == "off")
+    }
 }
