@@ -224,6 +224,10 @@ public final class RunningProcess: @unchecked Sendable {
                 self.arrived.unlock()
                 if data.isEmpty { break }
             }
+            // Closed here: the Pipe lives as long as the Process object, which Foundation keeps,
+            // and an open read end per stream and child had the test process run out of
+            // descriptors (about 1,500 by the end of the suite) where the limit is 1,024.
+            try? handle.close()
             self.group.leave()
         }
     }
