@@ -14,10 +14,12 @@ final class EngineCoreTests: XCTestCase {
         var now = 1_000_000
         var actions: [EngineCore.Action] = []
 
-        init(workers: Int = 4, prepareAhead: Int = 0, claimAheadRounds: Int = 2, batchSize: Int = EngineCore.Config.defaultBatchSize) {
+        init(workers: Int = 4, prepareAhead: Int = 0, claimAheadRounds: Int = 2, claimBelowRounds: Int = 4,
+             batchSize: Int = EngineCore.Config.defaultBatchSize) {
             var config = EngineCore.Config(workers: workers, owner: "me/1/1", leaseMilliseconds: 60_000, maxAttempts: nil,
                                            policy: RetryPolicy(backoff: Backoff(base: 1, cap: 1)),
-                                           prepareAhead: prepareAhead, claimAheadRounds: claimAheadRounds)
+                                           prepareAhead: prepareAhead, claimAheadRounds: claimAheadRounds,
+                                           claimBelowRounds: claimBelowRounds)
             config.batchSize = batchSize
             core = EngineCore(config: config)
         }
@@ -125,6 +127,26 @@ final class EngineCoreTests: XCTestCase {
             let next = harness.send(.exchanged(answer))
             XCTAssertEqual(Harness.exchange(in: next)?.claim.nonZero, nextClaim, "\(answered) in hand")
         }
+    }
+
+    /// A store that does not lower `claimBelowRounds` (PostgreSQL: eight rounds in hand) is
+    /// asked for more once a quarter round is used up, however many rounds are left: its
+    /// exchanges may take as long as a hundred small files, and a claim issued at four rounds
+    /// left then came too late.
+    func testAStoreClaimingEveryQuarterRoundIsAskedOnceAQuarterRoundIsUsed() {
+        for (answered, nextClaim) in [(128, nil), (124, nil), (123, 5 as Int?), (80, 48)] {
+            var harness = Harness(workers: 16, claimAheadRounds: 8, claimBelowRounds: 8)
+            harness.send(.begin)
+            XCTAssertEqual(harness.pending?.claim, 128, "the first claim fills the hand")
+            var answer = ExchangeResult()
+            answer.claimed = (1...answered).map { Self.lease($0) }
+            let next = harness.send(.exchanged(answer))
+            XCTAssertEqual(Harness.exchange(in: next)?.claim.nonZero, nextClaim, "\(answered) in hand")
+        }
+        var options = EngineOptions()
+        options.workers = 16
+        XCTAssertEqual(DownloadEngine.coreConfig(options, claimAheadRounds: 8, claimBelowRounds: 8).claimBelowRounds, 8,
+                       "the store's rule reaches the core")
     }
 
     /// Verified files hold their temp files open until placed: while `unplacedLimit` of them wait

@@ -25,7 +25,7 @@ public final class DownloadEngine: Sendable {
                 events: @escaping @Sendable (EngineEvent) -> Void = { _ in }) {
         self.store = store
         self.options = options
-        let config = Self.coreConfig(options, claimAheadRounds: store.claimAheadRounds)
+        let config = Self.coreConfig(options, claimAheadRounds: store.claimAheadRounds, claimBelowRounds: store.claimBelowRounds)
         runner = Runner(core: EngineCore(config: config), store: store, transport: transport, options: options, emit: events)
     }
 
@@ -35,14 +35,14 @@ public final class DownloadEngine: Sendable {
     /// the loop's turn), so one prepared only when its turn came was often late. Each holds a
     /// temp file open, so beyond 256 of them no more than two rounds are (as before: with many
     /// workers the descriptors, not the wait, are what runs short).
-    static func coreConfig(_ options: EngineOptions, claimAheadRounds: Int) -> EngineCore.Config {
+    static func coreConfig(_ options: EngineOptions, claimAheadRounds: Int, claimBelowRounds: Int = 4) -> EngineCore.Config {
         let policy = RetryPolicy(backoff: Backoff(base: 1, cap: 300), maxRetryAfter: options.maxRetryAfter)
         return EngineCore.Config(workers: options.workers, owner: ProcessIdentity.current.description,
                                  worker: options.workerName, leaseMilliseconds: Int(options.leaseDuration * 1000), maxAttempts: options.maxAttempts,
                                  policy: policy, progressEvery: Int(options.progressInterval * 1000),
                                  prepareAhead: min(min(claimAheadRounds, 4) * options.workers, max(2 * options.workers, 256),
                                                    options.openFileLimit.map { DescriptorBudget.prepareRoom(workers: options.workers, limit: $0) } ?? .max),
-                                 claimAheadRounds: claimAheadRounds)
+                                 claimAheadRounds: claimAheadRounds, claimBelowRounds: claimBelowRounds)
     }
 
     /// Asks the run to stop (safe to call from any thread, e.g. a signal handler).

@@ -40,6 +40,9 @@ struct EngineCore {
         /// Rounds of work kept in hand: claims keep this many times `workers` jobs claimed and
         /// not started (see `JobStore.claimAheadRounds`).
         var claimAheadRounds = 2
+        /// A claim is due once fewer than this many rounds are in hand, or a quarter round short
+        /// of `claimAheadRounds` when that comes first (see `JobStore.claimBelowRounds`).
+        var claimBelowRounds = 4
     }
 
     /// How a transfer ended, as the runner saw it.
@@ -253,13 +256,13 @@ struct EngineCore {
     /// Jobs claims keep in hand, not started.
     private var claimTarget: Int { config.claimAheadRounds * config.workers }
     /// A claim is due once fewer than this many are in hand: a quarter round short of the
-    /// target, or four rounds when that is fewer. Each exchange is one transaction that writes
-    /// every page it touched (the jobs' and their indexes' pages, the totals, the hosts), however
-    /// few jobs it moved: on workload A, with six rounds in hand, claiming every quarter round
-    /// made 521 exchanges for 10,000 files and 30,800 writes to SQLite's journal; claiming
-    /// below four rounds (with outcomes in batches of up to `exchangeOutcomes`), 319 and 15,200,
-    /// while four rounds still cover an exchange's slowest answers (up to 10 ms there).
-    private var claimBelow: Int { min(claimTarget - max(1, config.workers / 4), Self.claimBelowRounds * config.workers) }
+    /// target, or the store's `claimBelowRounds` when that is fewer. On SQLite (six rounds,
+    /// claims below four) each exchange is one transaction that writes every page it touched
+    /// however few jobs it moved: on workload A, claiming every quarter round made 521
+    /// exchanges for 10,000 files and 30,800 writes to the journal; claiming below four rounds
+    /// (with outcomes in batches of up to `exchangeOutcomes`), 319 and 15,200, while four rounds
+    /// still cover an exchange's slowest answers (up to 10 ms there).
+    private var claimBelow: Int { min(claimTarget - max(1, config.workers / 4), config.claimBelowRounds * config.workers) }
     /// No job of ours is ready, running, being placed or waiting to be recorded.
     private var holdsNoJob: Bool {
         transfers.isEmpty && verified.isEmpty && placing.isEmpty && outbox.isEmpty && inFlight == nil && readyTotal == 0
@@ -1076,8 +1079,6 @@ struct EngineCore {
     /// Outcomes sent in one exchange at most: two batches of placed files, so a batch goes in
     /// one exchange and a backlog does not hold back the claims that travel with it for long.
     static let exchangeOutcomes = 256
-    /// Rounds of work in hand below which a claim is due (see `claimBelow`).
-    static let claimBelowRounds = 4
 
     static func progress(_ snapshot: DownloadAttempt.Snapshot, lease: Lease) -> Progress {
         var etag: String?, lastModified: String?

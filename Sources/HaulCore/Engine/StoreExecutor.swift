@@ -17,12 +17,14 @@ public final class StoreExecutor: Sendable {
     private let box: Box
     private let queue = DispatchQueue(label: "haul.store")
 
-    /// The store's `claimAheadRounds`.
+    /// The store's `claimAheadRounds` and `claimBelowRounds`.
     public let claimAheadRounds: Int
+    public let claimBelowRounds: Int
 
     public init(_ store: any JobStore) {
         box = Box(store)
         claimAheadRounds = store.claimAheadRounds
+        claimBelowRounds = store.claimBelowRounds
     }
 
     /// Runs `body` on the store's queue and hands its result to `completion` there.

@@ -22,6 +22,11 @@ public protocol JobStore: AnyObject {
     /// holds to the second). Enough that the jobs in hand last through one exchange: a store
     /// whose exchange takes longer asks for more. 2 unless a store says otherwise.
     var claimAheadRounds: Int { get }
+    /// A claim is due once fewer than this many rounds of work are in hand (or once a quarter
+    /// round is used up, when that comes first): fewer, larger exchanges for a store whose
+    /// exchange costs the same however few jobs it moves. `claimAheadRounds` (claim every
+    /// quarter round) unless a store says otherwise.
+    var claimBelowRounds: Int { get }
     /// The store's current time, in Unix milliseconds.
     func now() throws -> Int
 
@@ -85,6 +90,7 @@ public protocol JobStore: AnyObject {
 
 extension JobStore {
     public var claimAheadRounds: Int { 2 }
+    public var claimBelowRounds: Int { claimAheadRounds }
 
     /// `status()`: its counts are cheap.
     public func recentStatus() throws -> QueueStatus { try status() }
