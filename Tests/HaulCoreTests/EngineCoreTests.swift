@@ -105,27 +105,29 @@ final class EngineCoreTests: XCTestCase {
     /// again once a quarter round of them started.
     func testClaimsKeepTheStoresRoundsOfWorkInHand() {
         for rounds in [2, 4] {
-            var harness = Harness(workers: 4, claimAheadRounds: rounds)
-            harness.send(.begin)
-            XCTAssertEqual(harness.pending?.claim, 4 * rounds, "rounds \(rounds): the first claim fills the hand")
-            var answer = ExchangeResult()
-            answer.claimed = (1...(4 * rounds - 1)).map { Self.lease($0) }
-            let next = harness.send(.exchanged(answer))
-            XCTAssertNil(Harness.exchange(in: next)?.claim.nonZero, "rounds \(rounds): one short of the hand claims nothing yet")
+            XCTAssertNil(nextClaim(workers: 4, claimAheadRounds: rounds, answered: 4 * rounds - 1),
+                         "rounds \(rounds): one short of the hand claims nothing yet")
         }
+    }
+
+    /// Begins a core of `workers` keeping `claimAheadRounds` in hand (claims due below
+    /// `claimBelowRounds`), checks that its first claim asks for the whole hand, answers it with
+    /// `answered` jobs, and returns what the next exchange claims (nil: no claim).
+    private func nextClaim(workers: Int, claimAheadRounds: Int, claimBelowRounds: Int = 4, answered: Int,
+                           file: StaticString = #filePath, line: UInt = #line) -> Int? {
+        var harness = Harness(workers: workers, claimAheadRounds: claimAheadRounds, claimBelowRounds: claimBelowRounds)
+        harness.send(.begin)
+        XCTAssertEqual(harness.pending?.claim, workers * claimAheadRounds, "the first claim fills the hand", file: file, line: line)
+        var answer = ExchangeResult()
+        answer.claimed = (1...answered).map { Self.lease($0) }
+        return Harness.exchange(in: harness.send(.exchanged(answer)))?.claim.nonZero
     }
 
     /// With more rounds in hand than four (SQLite's six), claims wait until fewer than four
     /// rounds are left, then fill the hand again in one exchange: fewer, larger transactions.
     func testWithSixRoundsInHandTheNextClaimWaitsUntilFewerThanFourRoundsAreLeft() {
-        for (answered, nextClaim) in [(64, nil), (80, nil), (63, 33 as Int?)] {
-            var harness = Harness(workers: 16, claimAheadRounds: 6)
-            harness.send(.begin)
-            XCTAssertEqual(harness.pending?.claim, 96, "the first claim fills the hand")
-            var answer = ExchangeResult()
-            answer.claimed = (1...answered).map { Self.lease($0) }
-            let next = harness.send(.exchanged(answer))
-            XCTAssertEqual(Harness.exchange(in: next)?.claim.nonZero, nextClaim, "\(answered) in hand")
+        for (answered, expected) in [(64, nil), (80, nil), (63, 33 as Int?)] {
+            XCTAssertEqual(nextClaim(workers: 16, claimAheadRounds: 6, answered: answered), expected, "\(answered) in hand")
         }
     }
 
@@ -134,14 +136,9 @@ final class EngineCoreTests: XCTestCase {
     /// exchanges may take as long as a hundred small files, and a claim issued at four rounds
     /// left then came too late.
     func testAStoreClaimingEveryQuarterRoundIsAskedOnceAQuarterRoundIsUsed() {
-        for (answered, nextClaim) in [(128, nil), (124, nil), (123, 5 as Int?), (80, 48)] {
-            var harness = Harness(workers: 16, claimAheadRounds: 8, claimBelowRounds: 8)
-            harness.send(.begin)
-            XCTAssertEqual(harness.pending?.claim, 128, "the first claim fills the hand")
-            var answer = ExchangeResult()
-            answer.claimed = (1...answered).map { Self.lease($0) }
-            let next = harness.send(.exchanged(answer))
-            XCTAssertEqual(Harness.exchange(in: next)?.claim.nonZero, nextClaim, "\(answered) in hand")
+        for (answered, expected) in [(128, nil), (124, nil), (123, 5 as Int?), (80, 48)] {
+            XCTAssertEqual(nextClaim(workers: 16, claimAheadRounds: 8, claimBelowRounds: 8, answered: answered), expected,
+                           "\(answered) in hand")
         }
         var options = EngineOptions()
         options.workers = 16
@@ -482,7 +479,7 @@ extension EngineCoreTests {
             var options = EngineOptions()
             options.workers = 4
             var harness = Harness()
-            harness.core = EngineCore(config: DownloadEngine.coreConfig(options, claimAheadRounds: rounds))
+            harness.core = EngineCore(config: DownloadEngine.coreConfig(options, claimAheadRounds: rounds, claimBelowRounds: 4))
             harness.send(.begin)
             let claim = harness.pending?.claim ?? 0
             XCTAssertEqual(claim, 4 * rounds, "\(rounds) rounds of four workers")
@@ -496,7 +493,7 @@ extension EngineCoreTests {
         for (workers, expected) in [(64, 256), (100, 256), (200, 400)] {
             var options = EngineOptions()
             options.workers = workers
-            XCTAssertEqual(DownloadEngine.coreConfig(options, claimAheadRounds: 6).prepareAhead, expected, "\(workers) workers")
+            XCTAssertEqual(DownloadEngine.coreConfig(options, claimAheadRounds: 6, claimBelowRounds: 4).prepareAhead, expected, "\(workers) workers")
         }
     }
 

@@ -35,7 +35,7 @@ public final class DownloadEngine: Sendable {
     /// the loop's turn), so one prepared only when its turn came was often late. Each holds a
     /// temp file open, so beyond 256 of them no more than two rounds are (as before: with many
     /// workers the descriptors, not the wait, are what runs short).
-    static func coreConfig(_ options: EngineOptions, claimAheadRounds: Int, claimBelowRounds: Int = 4) -> EngineCore.Config {
+    static func coreConfig(_ options: EngineOptions, claimAheadRounds: Int, claimBelowRounds: Int) -> EngineCore.Config {
         let policy = RetryPolicy(backoff: Backoff(base: 1, cap: 300), maxRetryAfter: options.maxRetryAfter)
         return EngineCore.Config(workers: options.workers, owner: ProcessIdentity.current.description,
                                  worker: options.workerName, leaseMilliseconds: Int(options.leaseDuration * 1000), maxAttempts: options.maxAttempts,

@@ -256,12 +256,9 @@ struct EngineCore {
     /// Jobs claims keep in hand, not started.
     private var claimTarget: Int { config.claimAheadRounds * config.workers }
     /// A claim is due once fewer than this many are in hand: a quarter round short of the
-    /// target, or the store's `claimBelowRounds` when that is fewer. On SQLite (six rounds,
-    /// claims below four) each exchange is one transaction that writes every page it touched
-    /// however few jobs it moved: on workload A, claiming every quarter round made 521
-    /// exchanges for 10,000 files and 30,800 writes to the journal; claiming below four rounds
-    /// (with outcomes in batches of up to `exchangeOutcomes`), 319 and 15,200, while four rounds
-    /// still cover an exchange's slowest answers (up to 10 ms there).
+    /// target, or the store's `claimBelowRounds` when that is fewer (why SQLite claims below four
+    /// of its six rounds: `JobQueue.claimBelowRounds`; four rounds still cover an exchange's
+    /// slowest answers there, up to 10 ms, with outcomes in batches of up to `exchangeOutcomes`).
     private var claimBelow: Int { min(claimTarget - max(1, config.workers / 4), config.claimBelowRounds * config.workers) }
     /// No job of ours is ready, running, being placed or waiting to be recorded.
     private var holdsNoJob: Bool {
