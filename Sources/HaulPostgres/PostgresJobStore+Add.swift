@@ -68,6 +68,11 @@ extension PostgresJobStore {
                     outcomes[index] = .alreadyQueued(jobID: holder.int(0))
                 }
             }
+            // The folders a worker sweeps for orphaned temp files (Migrations/postgres/0002_job_folders.sql).
+            let folders = batch.folders(added: outcomes)
+            if !folders.isEmpty {
+                try run("INSERT INTO job_folders (folder) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING", [.texts(folders.sorted())])
+            }
             return outcomes
         }
     }

@@ -369,6 +369,21 @@ struct PostgresConnectionTests {
         #expect(try connection.query("SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = current_database()").first?.int(0) == 0)
     }
 
+    /// A queue made before job_folders (version 1) gets the folders of the jobs it holds, so the
+    /// first run after the upgrade still sweeps them for orphaned temp files.
+    @Test func upgradeRecordsTheFoldersOfJobsAddedBefore() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        try PostgresMigrator(migrations: Array(Migration.postgresEmbedded.prefix(1))).migrate(connection)
+        try connection.run("INSERT INTO hosts (host) VALUES ('a.example:443')")
+        try connection.run("""
+            INSERT INTO jobs (url, host_id, destination, destination_key, created_at, updated_at)
+            SELECT 'https://a.example/' || n, (SELECT id FROM hosts), d, n, 1, 1
+            FROM (VALUES (1, '/d/1'), (2, '/d/2'), (3, '/d/sub/3'), (4, 'bare')) AS v(n, d)
+            """)
+        try PostgresMigrator().migrate(connection)
+        #expect(try connection.query("SELECT folder FROM job_folders ORDER BY folder").map { $0.string(0) } == ["", "/d/", "/d/sub/"])
+    }
+
     @Test func embeddedMigrationsEqualTheFiles() throws {
         let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Migrations/postgres")

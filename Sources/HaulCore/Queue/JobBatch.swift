@@ -114,6 +114,28 @@ public struct JobBatch: Sendable {
         return string(entry.offset + Int(entry.urlLength), Int(entry.destinationLength))
     }
 
+    /// The folders of the entries `outcomes` (one per entry) says were added, each once: a
+    /// destination up to and including its last "/" ("" when it has none), as every store
+    /// records them for the run's sweep of orphaned temp files. Read from the bytes; consecutive
+    /// entries in one folder (the usual case) make one string between them.
+    public func folders(added outcomes: [AddOutcome]) -> Set<String> {
+        var folders = Set<String>()
+        text.withUnsafeBufferPointer { text in
+            var last: Range<Int>?
+            for index in outcomes.indices {
+                guard case .added = outcomes[index] else { continue }
+                let entry = entries[index]
+                let start = entry.offset + Int(entry.urlLength)
+                var end = start + Int(entry.destinationLength)
+                while end > start, text[end - 1] != 0x2F { end -= 1 }  // after the last "/"
+                if let last, text[last].elementsEqual(text[start..<end]) { continue }
+                last = start..<end
+                folders.insert(String(decoding: UnsafeBufferPointer(rebasing: text[start..<end]), as: UTF8.self))
+            }
+        }
+        return folders
+    }
+
     private func string(_ start: Int, _ count: Int) -> String {
         text.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[start..<(start + count)]), as: UTF8.self) }
     }

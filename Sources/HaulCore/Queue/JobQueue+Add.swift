@@ -104,6 +104,9 @@ extension JobQueue {
             if ifExists != .skip {
                 try database.run("UPDATE jobs SET if_exists = ? WHERE id > ?", ifExists.rawValue, largestBefore)
             }
+            // The folders a run sweeps for orphaned temp files (Migrations/0013_job_folders.sql).
+            let recordFolder = try database.statement("INSERT OR IGNORE INTO job_folders (folder) VALUES (?)")
+            for folder in batch.folders(added: outcomes) { try recordFolder.run([folder]) }
             // The counters that triggers keep for updates (see Migrations/0002_counters.sql).
             let added = addedPerHost.reduce(0, +)
             if added > 0 {

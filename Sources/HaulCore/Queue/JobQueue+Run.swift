@@ -29,10 +29,7 @@ extension JobQueue {
     }
 
     public func jobFolders() throws -> Set<String> {
-        // Each destination up to its last "/" (rtrim takes off every character but "/" from the
-        // end), once: the database sends one row per folder, not one per job.
-        Set(try database.rows("SELECT DISTINCT rtrim(destination, replace(destination, '/', '')) FROM jobs") {
-            ($0.string(0) + "x").parentFolder
-        })
+        // Recorded by `add` (Migrations/0013_job_folders.sql): no scan of the jobs.
+        Set(try database.rows("SELECT folder FROM job_folders") { ($0.string(0) + "x").parentFolder })
     }
 }

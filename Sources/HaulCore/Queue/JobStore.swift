@@ -39,7 +39,8 @@ public protocol JobStore: AnyObject {
     /// Ends the leases and slots of `owners` now (their processes are known to be gone).
     func expireLeases(ofOwners owners: [String]) throws
     /// The folders that hold the jobs' destinations (each destination's `parentFolder`), once
-    /// each: as many as there are folders, whatever the number of jobs.
+    /// each: as many as there are folders, whatever the number of jobs. Recorded as jobs are
+    /// added, so reading them reads no job (a run's start asks for them).
     func jobFolders() throws -> Set<String>
     func profile(id: Int) throws -> RequestProfile?
     func status() throws -> QueueStatus
