@@ -226,11 +226,22 @@ extension PostgresJobStore {
 
     // MARK: Leases and progress
 
+    /// `j.state = 'running'` for a statement that finds its jobs by the ids of a batch (joined
+    /// with `unnest` of arrays), written so that the planner cannot match it to the predicate
+    /// of the partial index jobs_running. These statements run on generic plans, which expect
+    /// about one running job (the statistics are taken when few jobs run) and ten batch rows:
+    /// with the predicate matched, they read every running job through jobs_running and, for
+    /// each, the whole batch again. On a queue of 1,000,000 jobs, where autovacuum comes late
+    /// and jobs_running holds the dead entries of every job run since, a completion of about
+    /// 100 jobs took 32 ms a call (EXPLAIN ANALYZE: 9-14 ms for 100 with a fresh index, against
+    /// 2.5 ms when each job is found by its id through jobs_pkey, as it is now).
+    static let heldRunning = "j.state || '' = 'running'"
+
     /// Renews the job leases it is given that are still live under their tokens; returns the ids renewed.
     static let renewJobsSQL = """
         UPDATE jobs j SET lease_expires_at = $1
         FROM unnest($2::bigint[], $3::text[]) AS r(id, token)
-        WHERE j.id = r.id AND j.lease_token = r.token AND j.state = 'running' AND j.lease_expires_at > $4
+        WHERE j.id = r.id AND j.lease_token = r.token AND \(PostgresJobStore.heldRunning) AND j.lease_expires_at > $4
         RETURNING j.id
         """
 
@@ -256,7 +267,7 @@ extension PostgresJobStore {
             last_modified = p.modified, updated_at = $1
         FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[]::bigint[], $6::text[], $7::text[])
             AS p(id, token, received, expected, etag, modified)
-        WHERE j.id = p.id AND j.lease_token = p.token AND j.state = 'running'
+        WHERE j.id = p.id AND j.lease_token = p.token AND \(PostgresJobStore.heldRunning)
         """
 
     static func progressArgs(_ updates: [Progress], now: Int) -> [Arg] {

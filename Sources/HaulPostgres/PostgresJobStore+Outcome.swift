@@ -65,7 +65,7 @@ extension PostgresJobStore {
                 kept = false, placed_path = o.path, placed_size = o.size, placed_mtime = o.mtime, placed_inode = o.inode,
                 placed_ctime = o.ctime, placed_etag = o.etag, placed_last_modified = o.modified, content_type = o.type,
                 final_url = o.final, placed_sha256 = o.sha, placed_by = coalesce($16, j.lease_owner)
-            FROM o WHERE j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
+            FROM o WHERE j.id = o.id AND j.lease_token = o.token AND \(PostgresJobStore.heldRunning)
             RETURNING j.id, o.token, o.status, o.bytes
         ),
         closed AS (

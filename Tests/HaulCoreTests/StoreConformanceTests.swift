@@ -560,6 +560,23 @@ import Testing
         #expect(!(try x.exchange(xr).contendedHosts.contains(a)), "2,1,1 of cap 4 is as fair as it gets, yet x is told to yield")
     }
 
+    /// Counting reads every job: counts that took long to make are kept longer (twenty times
+    /// as long as they took, and at least 2 s).
+    @Test func recentCountsThatTookLongAreKeptLonger() throws {
+        let fixture = try StoreFixture(.postgres)
+        let store = try fixture.open()
+        try fixture.add(urls("a.example", 2), to: store)
+        #expect(try store.recentStatus().counts[.queued] == 2)
+        let connection = try PostgresConnection(url: fixture.location)
+        #expect(try connection.query("SELECT min(count_ms) >= 0 AND max(count_ms) < 1000 FROM state_counts").first?.bool(0) == true)
+        try connection.run("UPDATE state_counts SET count_ms = 1000")  // as if counting had taken 1 s
+        try fixture.add(urls("b.example", 3), to: store)
+        fixture.advance(by: 3_000)
+        #expect(try store.recentStatus().counts[.queued] == 2, "counted again after 3 s, though counting took 1 s")
+        fixture.advance(by: 18_000)
+        #expect(try store.recentStatus().counts[.queued] == 5)
+    }
+
     @Test func recentStatusForgetsAStateThatEmptied() throws {
         let fixture = try StoreFixture(.postgres)
         let store = try fixture.open()
