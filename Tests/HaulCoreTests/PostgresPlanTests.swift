@@ -57,6 +57,32 @@ struct PostgresPlanTests {
         }
     }
 
+    /// Finding the hosts with work reads the hosts that have queued jobs, not every host: with
+    /// 2,000 hosts whose jobs are all done beside 3 with queued jobs, a handful of host rows.
+    @Test func findingHostsWithWorkReadsOnlyHostsWithQueuedJobs() throws {
+        let fixture = try StoreFixture(.postgres)
+        let store = try fixture.open()
+        try fixture.add((0..<2_003).map { "http://h\($0).example/f" }, to: store)
+        let connection = try PostgresConnection(url: fixture.location)
+        try connection.execute("UPDATE jobs SET state = 'done' WHERE host_id > 3; ANALYZE")
+        try connection.execute("SET plan_cache_mode = force_generic_plan")
+        try connection.execute("PREPARE hosts_with_work AS \(PostgresJobStore.hostsWithWorkSQL)")
+        let found = try connection.query("EXECUTE hosts_with_work(\(Int64.max / 2), 0, 32)").map { $0.int(0) }
+        // Host rows read: the rows of every scan of hosts, times its loops.
+        let plan = try connection.query("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE hosts_with_work(\(Int64.max / 2), 0, 32)")
+            .map { $0.string(0) }
+        let read = plan.filter { $0.contains(" on hosts ") }.reduce(0) { total, line in
+            let numbers = line.split(separator: " ").compactMap { word -> Int? in
+                let parts = word.split(separator: "=")
+                guard parts.count == 2, parts[0] == "rows" || parts[0] == "loops" else { return nil }
+                return Int(parts[1].trimmingCharacters(in: CharacterSet(charactersIn: ")")))
+            }
+            return total + (numbers.count == 2 ? numbers[0] * numbers[1] : 1_000_000)
+        }
+        #expect(found.sorted() == [1, 2, 3])
+        #expect(read <= 10, "read \(read) host rows to find 3 hosts with work among 2,003:\n\(plan.joined(separator: "\n"))")
+    }
+
     /// JIT compilation cost the sweep's statements (estimated above `jit_above_cost` on generic
     /// plans) 15–40 ms of the server's time on every call, for work of well under a millisecond:
     /// the store's sessions run without it.
