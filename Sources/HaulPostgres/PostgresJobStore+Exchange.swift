@@ -510,6 +510,8 @@ extension PostgresJobStore {
             )
             """
         }
+        // A part's rows come in the skip scan's order, ids ascending, and no ORDER BY sorts them:
+        // a sort would read every host with queued jobs before the LIMIT could stop the scan.
         func part(_ number: Int, _ hosts: String, _ comparison: String) -> String {
             """
             SELECT \(number) AS part, h.id, h.host, \(capOfHost) AS cap FROM \(hosts) q
