@@ -68,7 +68,9 @@ extension PostgresJobStore {
                     outcomes[index] = .alreadyQueued(jobID: holder.int(0))
                 }
             }
-            // The folders a worker sweeps for orphaned temp files (Migrations/postgres/0002_job_folders.sql).
+            // The folders a worker sweeps for orphaned temp files (Migrations/postgres/0002_job_folders.sql),
+            // inserted in sorted order: two adds inserting the same new folders then take their
+            // keys in one order and never wait on each other in a cycle.
             let folders = batch.folders(added: outcomes)
             if !folders.isEmpty {
                 try run("INSERT INTO job_folders (folder) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING", [.texts(folders.sorted())])

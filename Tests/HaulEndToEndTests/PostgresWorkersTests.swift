@@ -200,7 +200,7 @@ final class PostgresWorkersTests: XCTestCase {
                               "\(server.hostKey)\(path): fetched again though its first attempt was not cut off by the kill: \(attempts)")
             }
         }
-        XCTAssertFalse(try PostgresJobStore(url: url).workers().contains { $0.name == "victim" })
+        XCTAssertFalse(try store.workers().contains { $0.name == "victim" })
     }
 
     /// A worker stopped (SIGSTOP) past the worker timeout is taken off the queue: the other worker
