@@ -340,6 +340,29 @@ final class EngineCoreTests: XCTestCase {
         XCTAssertEqual(released, [Self.slot(0)])
     }
 
+    /// An engine holding nothing while another claimer runs the queue's last jobs looks again
+    /// 10 ms after each empty claim at first, then a quarter longer each time, up to a second:
+    /// it ends soon after the others, and a long wait costs about one look a second.
+    func testAnEngineWaitingForOthersLooksAgainSoonThenLessOften() {
+        var harness = Harness(workers: 2)
+        harness.send(.begin)
+        var gaps: [Int] = []
+        for _ in 0..<30 {
+            guard let request = harness.pending, request.claim > 0 else { return XCTFail("a claim is in flight") }
+            var answer = ExchangeResult()
+            answer.unfinished = (0, 1)  // nothing queued; one job running elsewhere
+            let answered = harness.now
+            let wakes = harness.send(.exchanged(answer)).compactMap { if case .wake(let at) = $0 { return at } else { return nil } }
+            guard let wake = wakes.last else { return XCTFail("no wake-up asked for") }
+            gaps.append(wake - answered)
+            harness.now = wake
+            harness.send(.tick)
+        }
+        XCTAssertEqual(Array(gaps.prefix(4)), [10, 12, 15, 18])
+        XCTAssertEqual(gaps.last, 1000)
+        XCTAssertEqual(gaps, gaps.sorted(), "never sooner than the look before")
+    }
+
     /// The summary's average number of transfers: their time in flight over the run's time.
     func testTheAverageNumberOfTransfersIsTheirTimeOverTheRunsTime() {
         var harness = Harness(workers: 1)

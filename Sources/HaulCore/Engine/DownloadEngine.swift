@@ -108,8 +108,10 @@ private final class Runner: @unchecked Sendable {
     }
     private var preparing: [String: Preparing] = [:]
     private var preparations = 0
-    /// How each prepared transfer's file goes into place (see `ExistingFile`).
-    private var modes: [String: Placement.Mode] = [:]
+    /// Each prepared transfer's URL, parsed once while it was prepared (off this queue: a
+    /// parse costs about 7,000 instructions), and how its file goes into place (see
+    /// `ExistingFile`).
+    private var targets: [String: (url: URL, mode: Placement.Mode)] = [:]
     /// Request profiles read so far, by id (few: one per `add` that gave options).
     private var profiles: [Int: RequestProfile] = [:]
     private var missingProfiles = Set<Int>()
@@ -277,7 +279,7 @@ private final class Runner: @unchecked Sendable {
     /// What the file work of a preparation found.
     private enum Preparation: Sendable {
         /// The temp file is open: the transfer can start.
-        case ready(DownloadAttempt, Placement.Mode)
+        case ready(DownloadAttempt, Placement.Mode, URL)
         /// Nothing to fetch: the event that ends the transfer (a kept file, a refusal).
         case ended(EngineCore.Event)
     }
@@ -299,10 +301,10 @@ private final class Runner: @unchecked Sendable {
                 guard current, let entry, !entry.dropped, !aborted else {
                     // Dropped, or superseded by a later preparation of the same lease: its
                     // file closes, and the core hears nothing of it.
-                    if case .ready(let attempt, _) = preparation { attempt.closeUnsent() }
+                    if case .ready(let attempt, _, _) = preparation { attempt.closeUnsent() }
                     return
                 }
-                if case .ready(let attempt, _) = preparation, entry.cancelled {
+                if case .ready(let attempt, _, _) = preparation, entry.cancelled {
                     // Stopped while its file was being opened: it closes unsent.
                     attempt.closeUnsent()
                     process(.transferEnded(token: lease.token, .failed(.cancelled, status: nil, snapshot: attempt.snapshot),
@@ -321,10 +323,10 @@ private final class Runner: @unchecked Sendable {
         switch preparation {
         case .ended(let event):
             return event
-        case .ready(let attempt, let mode):
+        case .ready(let attempt, let mode, let url):
             leases[token] = lease
             attempts[token] = attempt
-            modes[token] = mode
+            targets[token] = (url, mode)
             // Starting over while the queue still holds an earlier partial file's validator:
             // forget it before any new byte is written. Otherwise a kill before the next progress
             // write leaves the old validator on the new bytes, and a later resume (If-Range: old)
@@ -395,7 +397,7 @@ private final class Runner: @unchecked Sendable {
         case .usersFile:
             break
         }
-        guard URL(string: job.url) != nil else {
+        guard let url = URL(string: job.url) else {
             return .ended(.prepareFailed(token: token, .badRedirect("invalid URL: \(HTTPURL.redact(job.url))")))
         }
         let storedValidator: Validator? = job.etag.map(Validator.etag) ?? job.lastModified.map(Validator.lastModified)
@@ -410,7 +412,7 @@ private final class Runner: @unchecked Sendable {
                     guard snapshot.validator != nil, (snapshot.expectedTotal ?? .max) >= DownloadAttempt.resumableSize else { return }
                     self?.send(.headAccepted(token: token, EngineCore.progress(snapshot, lease: lease)))
                 })
-            return .ready(attempt, mode)
+            return .ready(attempt, mode, url)
         } catch let error as TransferIOError where error.unsafe {
             return .ended(.prepareFailed(token: token, .unsafeDestination(error.message)))
         } catch let error as TransferIOError where error.code == EWOULDBLOCK {
@@ -424,7 +426,7 @@ private final class Runner: @unchecked Sendable {
 
     /// Sends the request of a prepared attempt.
     private func fetch(_ token: String) -> EngineCore.Event? {
-        guard let lease = leases[token], let attempt = attempts[token], let url = URL(string: lease.job.url) else { return nil }
+        guard let lease = leases[token], let attempt = attempts[token], let url = targets[token]?.url else { return nil }
         var request = FetchRequest(url: url, headers: attempt.requestHeaders,
                                    stallTimeout: options.stallTimeout, totalTimeout: options.totalTimeout)
         if let id = lease.job.profileID {
@@ -450,7 +452,7 @@ private final class Runner: @unchecked Sendable {
         switch attempt.verify(result) {
         case .verified(var file):
             if let lease = leases[token] { file.mark = ExistingFile.mark(for: lease.job) }
-            files[token] = (file, modes[token] ?? .keepExisting)
+            files[token] = (file, targets[token]?.mode ?? .keepExisting)
             end = .verified(status: file.status, bytes: file.bytes)
         case .failed(let failure, let status):
             end = .failed(failure, status: status, snapshot: attempt.snapshot)
@@ -464,7 +466,7 @@ private final class Runner: @unchecked Sendable {
 
     private func forget(_ token: String) {
         attempts[token] = nil
-        modes[token] = nil
+        targets[token] = nil
         handles[token] = nil
         leases[token] = nil
     }

@@ -126,8 +126,13 @@ struct EngineCore {
         var startsSinceLimit = 0
         var limitCap: Int { min(cap ?? .max, limit ?? .max) }
         var readyCount: Int { ready.count - readyStart }
+        /// How many ready jobs at the front are known to be prepared ahead already: where
+        /// `prepareAhead` starts looking. Only a hint (a job it skips wrongly is prepared when it
+        /// starts), kept so a step does not look up every job of the front again.
+        var preparedFront = 0
 
         mutating func pushFront(_ lease: Lease) {
+            preparedFront = 0
             if readyStart > 0 {
                 readyStart -= 1
                 ready[readyStart] = lease
@@ -140,6 +145,7 @@ struct EngineCore {
             guard readyStart < ready.count else { return nil }
             let lease = ready[readyStart]
             readyStart += 1
+            if preparedFront > 0 { preparedFront -= 1 }
             if readyStart > 64 && readyStart * 2 > ready.count {
                 ready.removeFirst(readyStart)
                 readyStart = 0
@@ -236,6 +242,9 @@ struct EngineCore {
     private var drained = false
     /// Queued jobs the last claim that found none saw.
     private var lastQueued: Int?
+    /// Claims in a row that found the queue empty while this engine held no job (others ran the
+    /// rest): spaces the next look (`waitingPoll`).
+    private var waitingPolls = 0
     /// Outcomes were recorded since: one claim may look again at once whether the queue is done.
     private var confirmDrain = false
     /// The last claim found jobs queued but no room for them in hand (each host at twice its
@@ -620,6 +629,7 @@ struct EngineCore {
                 let kept = host.ready[host.readyStart...].filter { !lostJobs.contains($0.token) }
                 host.ready = Array(kept)
                 host.readyStart = 0
+                host.preparedFront = 0
                 if kept.count != before { hosts[id] = host }
             }
             for lost in result.lostJobs { dropAhead(lost.token, jobID: lost.jobID, into: &actions) }
@@ -692,14 +702,17 @@ struct EngineCore {
             // jobs another process may hand back).
             drained = unfinished.queued == 0 && unfinished.running == 0
             lastQueued = unfinished.queued
-            // Holding nothing while others run the rest: look every 100 ms, to end soon after them
-            // (or to take back what they hand back).
-            let poll = holdsNoJob && unfinished.queued == 0 ? 100 : 1000
+            // Holding nothing while others run the rest: look again soon, to end soon after them
+            // (or to take back what they hand back), then less often (`waitingPoll`).
+            let waiting = holdsNoJob && unfinished.queued == 0
+            let poll = waiting ? Self.waitingPoll(after: waitingPolls) : 1000
+            waitingPolls = waiting ? waitingPolls + 1 : 0
             claimNotBefore = now + max(10, min(poll, (result.nextWake ?? (now + poll)) - now))
             if unfinished.queued > 0 && result.nextWake == nil { claimBlockedReady = heldForClaims }
         } else {
             drained = false
             if !result.claimed.isEmpty {
+                waitingPolls = 0
                 lastQueued = nil
                 claimNotBefore = 0  // the queue had work: claim again as soon as more is needed
             }
@@ -839,8 +852,9 @@ struct EngineCore {
             hosts[id] = host
             transfers[lease.token] = Transfer(lease: lease, slot: slot, phase: .preparing)
             aheadStale = true  // the front moved
-            if ahead[lease.token] != nil { aheadJobs.remove(lease.jobID) }
-            switch ahead.removeValue(forKey: lease.token) {
+            let preparedAhead = ahead.removeValue(forKey: lease.token)
+            if preparedAhead != nil { aheadJobs.remove(lease.jobID) }
+            switch preparedAhead {
             case nil: actions.append(.prepare(lease))
             case .preparing?: break  // its preparation's end comes as an event
             case .done(let event)?: transferEvent(event, now: now, into: &actions)
@@ -889,13 +903,24 @@ struct EngineCore {
         guard ahead.count < min(config.prepareAhead, hosts.values.reduce(0) { $0 + $1.readyCount }) else { return }
         for id in hostOrder where ahead.count < config.prepareAhead {
             guard let host = hosts[id], host.unreachable == nil, host.readyCount > 0 else { continue }
-            let front = host.ready[host.readyStart..<min(host.ready.count, host.readyStart + config.prepareAhead)]
-            for lease in front where ahead.count < config.prepareAhead && !aheadJobs.contains(lease.jobID) {
-                if !blockedFolders.isEmpty, blockedFolders[lease.job.destination.parentFolder] != nil { continue }
-                ahead[lease.token] = .preparing
-                aheadJobs.insert(lease.jobID)
-                actions.append(.prepare(lease))
+            // The jobs before `preparedFront` are prepared: look from there, and move it past
+            // every job found or made prepared while none was skipped.
+            var prepared = host.preparedFront
+            var contiguous = true
+            let end = min(host.ready.count, host.readyStart + config.prepareAhead)
+            for lease in host.ready[min(host.readyStart + prepared, end)..<end] where ahead.count < config.prepareAhead {
+                if !aheadJobs.contains(lease.jobID) {
+                    if !blockedFolders.isEmpty, blockedFolders[lease.job.destination.parentFolder] != nil {
+                        contiguous = false
+                        continue
+                    }
+                    ahead[lease.token] = .preparing
+                    aheadJobs.insert(lease.jobID)
+                    actions.append(.prepare(lease))
+                }
+                if contiguous { prepared += 1 }
             }
+            hosts[id]?.preparedFront = prepared
         }
     }
 
@@ -922,9 +947,9 @@ struct EngineCore {
 
     private mutating func exchangeIfDue(now: Int, into actions: inout [Action]) {
         guard begun, inFlight == nil, now >= exchangeNotBefore else { return }
-        var request = Exchange(owner: config.owner, leaseMilliseconds: config.leaseMilliseconds)
-        request.worker = config.worker
-        request.maxAttempts = config.maxAttempts
+        // Most steps find no reason to exchange: the request is built only once there is one.
+        var wantSlots: [Int: Int] = [:]
+        var claim = 0
         var reasons = 0
         // Slots: ask for those ready jobs need; give back those no job of their host waits for
         // (at once when another host needs the room, else after `idleSlot`), those of paused
@@ -946,7 +971,7 @@ struct EngineCore {
                 guard let host = hosts[id], host.pausedUntil <= now, host.noSlotsUntil <= now else { continue }
                 let need = min(host.readyCount, room, host.limitCap - host.busy) - host.free.count
                 if need > 0 {
-                    request.wantSlots[id] = need
+                    wantSlots[id] = need
                     room -= need
                 }
             }
@@ -954,7 +979,7 @@ struct EngineCore {
         for id in hostOrder {
             guard var host = hosts[id], !host.free.isEmpty else { continue }
             if stopping || drained || host.pausedUntil > now || transfers.isEmpty && readyTotal == 0
-                || host.idleSince.map({ !request.wantSlots.isEmpty || now - $0 >= Self.idleSlot }) == true {
+                || host.idleSince.map({ !wantSlots.isEmpty || now - $0 >= Self.idleSlot }) == true {
                 releasing.append(contentsOf: host.free)
                 host.free.removeAll()
                 host.idleSince = nil
@@ -969,24 +994,15 @@ struct EngineCore {
             }
             hosts[id] = host
         }
-        if !request.wantSlots.isEmpty { reasons += 1 }
-        if !releasing.isEmpty { request.releaseSlots = releasing; reasons += 1 }
+        if !wantSlots.isEmpty { reasons += 1 }
+        if !releasing.isEmpty { reasons += 1 }
         let ready = heldForClaims
         // Rounds of work in hand: one exchange (with a batch of outcomes) may take as long as
         // many transfers.
         let claimDue = now >= claimNotBefore || claimBlockedReady.map { ready < $0 } == true
         if !stopping && claimDue && ready < claimBelow {
-            request.claim = claimTarget - ready
-            claimBlockedReady = nil
+            claim = claimTarget - ready
             reasons += 1
-        }
-        var parkedByHost: [Int: Int] = [:]
-        for block in blockedFolders.values { for lease in block.parked { parkedByHost[lease.job.hostID, default: 0] += 1 } }
-        for id in hostOrder {
-            let parked = parkedByHost[id] ?? 0
-            if let host = hosts[id], host.readyCount > 0 || host.busy > 0 || !host.free.isEmpty || parked > 0 {
-                request.heldByHost[id] = host.readyCount + parked
-            }
         }
         let outboxDue = !outbox.isEmpty && (outbox.count >= config.batchSize || now - (oldestOutbox ?? now) >= config.batchDelay
             || transfers.isEmpty || stopping || !forgetting.isEmpty)
@@ -997,6 +1013,21 @@ struct EngineCore {
         let progressDue = now - lastProgress >= config.progressEvery && !transfers.isEmpty
         if renewal || progressDue { reasons += 1 }
         guard reasons > 0 else { return }
+        if claim > 0 { claimBlockedReady = nil }
+        var request = Exchange(owner: config.owner, leaseMilliseconds: config.leaseMilliseconds)
+        request.worker = config.worker
+        request.maxAttempts = config.maxAttempts
+        request.wantSlots = wantSlots
+        request.claim = claim
+        if !releasing.isEmpty { request.releaseSlots = releasing }
+        var parkedByHost: [Int: Int] = [:]
+        for block in blockedFolders.values { for lease in block.parked { parkedByHost[lease.job.hostID, default: 0] += 1 } }
+        for id in hostOrder {
+            let parked = parkedByHost[id] ?? 0
+            if let host = hosts[id], host.readyCount > 0 || host.busy > 0 || !host.free.isEmpty || parked > 0 {
+                request.heldByHost[id] = host.readyCount + parked
+            }
+        }
         // Whatever goes anyway travels with it; outcomes at most `exchangeOutcomes` at a time, so
         // a big batch does not hold back the claims of the next jobs.
         let sending = Array(outbox.prefix(Self.exchangeOutcomes))
@@ -1047,29 +1078,42 @@ struct EngineCore {
 
     /// The soonest time something is due without another event.
     private func nextWake(now: Int) -> Int? {
-        var times: [Int] = []
-        if placing.isEmpty, !verified.isEmpty, let oldest = oldestVerified { times.append(oldest + config.batchDelay) }
+        // The soonest so far (no array: this runs after nearly every event).
+        var soonest: Int?
+        func add(_ time: Int) { soonest = min(soonest ?? .max, max(time, now + 1)) }
+        if placing.isEmpty, !verified.isEmpty, let oldest = oldestVerified { add(oldest + config.batchDelay) }
         if inFlight == nil && exchangeNotBefore > now {
-            times.append(exchangeNotBefore)  // after a failed exchange, nothing is sent before this
+            add(exchangeNotBefore)  // after a failed exchange, nothing is sent before this
         } else if inFlight == nil {
-            if !outbox.isEmpty, let oldest = oldestOutbox { times.append(oldest + config.batchDelay) }
-            if !headProgress.isEmpty { times.append(lastProgress + config.batchDelay) }
-            times.append(lastRenewal + renewEvery)
-            if !transfers.isEmpty { times.append(lastProgress + config.progressEvery) }
-            if !stopping && heldForClaims < claimBelow { times.append(claimNotBefore) }
-            for block in blockedFolders.values where block.probe == nil && !block.parked.isEmpty { times.append(block.until) }
+            if !outbox.isEmpty, let oldest = oldestOutbox { add(oldest + config.batchDelay) }
+            if !headProgress.isEmpty { add(lastProgress + config.batchDelay) }
+            add(lastRenewal + renewEvery)
+            if !transfers.isEmpty { add(lastProgress + config.progressEvery) }
+            if !stopping && heldForClaims < claimBelow { add(claimNotBefore) }
+            for block in blockedFolders.values where block.probe == nil && !block.parked.isEmpty { add(block.until) }
             for host in hosts.values {
-                if let idle = host.idleSince { times.append(idle + Self.idleSlot) }
+                if let idle = host.idleSince { add(idle + Self.idleSlot) }
                 guard host.readyCount > 0 else { continue }
-                if host.noSlotsUntil > now { times.append(host.noSlotsUntil) }
-                if host.pausedUntil > now { times.append(host.pausedUntil) }
+                if host.noSlotsUntil > now { add(host.noSlotsUntil) }
+                if host.pausedUntil > now { add(host.pausedUntil) }
             }
         }
-        return times.map { max($0, now + 1) }.min()
+        return soonest
     }
 
     /// Why a job is handed back uncounted when haul stops (see `Attempt.wasCounted`).
     static let stopped = "\(Attempt.interruptedPrefix) haul was stopped"
+
+    /// How long to wait before looking again at a queue whose last jobs others run, after
+    /// `polls` such looks, in ms: 10 ms at first, a quarter longer each time, at most a second.
+    /// On two `haul run`s sharing one queue, the first to run out of work waited a fixed 100 ms
+    /// between looks and so ended up to 100 ms after the other; a long wait (another worker's
+    /// big file) costs about one look a second after the first five seconds.
+    static func waitingPoll(after polls: Int) -> Int {
+        var interval = 10
+        for _ in 0..<min(polls, 30) { interval += interval / 4 }
+        return min(interval, 1000)
+    }
 
     /// How long a free slot with no job for it is kept before it is given back, in ms.
     static let idleSlot = 100
