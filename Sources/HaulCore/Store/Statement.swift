@@ -34,7 +34,7 @@ public final class Statement {
             case .null: rc = sqlite3_bind_null(handle, position)
             case .integer(let v): rc = sqlite3_bind_int64(handle, position, v)
             case .real(let v): rc = sqlite3_bind_double(handle, position, v)
-            case .text(let v): rc = sqlite3_bind_text(handle, position, v, -1, csqlite_transient())
+            case .text(let v): rc = Self.bindText(v, to: handle, at: position)
             case .blob(let v):
                 rc = v.withUnsafeBytes { sqlite3_bind_blob(handle, position, $0.baseAddress, Int32($0.count), csqlite_transient()) }
             }
@@ -56,7 +56,21 @@ public final class Statement {
 
     public func bind(_ value: String?, at position: Int32) throws {
         guard let value else { return try check(sqlite3_bind_null(handle, position)) }
-        try check(sqlite3_bind_text(handle, position, value, -1, csqlite_transient()))
+        try check(Self.bindText(value, to: handle, at: position))
+    }
+
+    /// Binds `text` by its UTF-8 bytes and their count (SQLite copies them). Handing the String
+    /// itself to the C parameter made Swift build a NUL-terminated array first, and SQLite then
+    /// measured it with strlen: together about as much as the binding itself.
+    private static func bindText(_ text: String, to handle: OpaquePointer, at position: Int32) -> Int32 {
+        var text = text
+        return text.withUTF8 { bytes in
+            // An empty text stays text, not NULL: SQLite binds NULL for a null pointer.
+            guard let start = bytes.baseAddress, !bytes.isEmpty else { return sqlite3_bind_text(handle, position, "", 0, csqlite_transient()) }
+            return start.withMemoryRebound(to: CChar.self, capacity: bytes.count) {
+                sqlite3_bind_text(handle, position, $0, Int32(bytes.count), csqlite_transient())
+            }
+        }
     }
 
     private func check(_ rc: Int32) throws {
