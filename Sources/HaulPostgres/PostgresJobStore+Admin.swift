@@ -76,7 +76,7 @@ extension PostgresJobStore {
 
     public func jobFolders() throws -> Set<String> {
         // Recorded by `add` (Migrations/postgres/0002_job_folders.sql): no scan of the jobs.
-        Set(try rows("SELECT folder FROM job_folders").map { ($0.string(0) + "x").parentFolder })
+        Set(try rows("SELECT folder FROM job_folders").map { JobBatch.folder(recorded: $0.string(0)) })
     }
 
     public func cancel(_ ids: [Int]) throws -> [AdminOutcome] {

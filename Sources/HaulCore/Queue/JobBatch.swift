@@ -136,6 +136,12 @@ public struct JobBatch: Sendable {
         return folders
     }
 
+    /// The folder (a destination's `parentFolder`) that a folder recorded by `folders(added:)`
+    /// stands for: the recorded form keeps the last "/", which `parentFolder` drops.
+    public static func folder(recorded: String) -> String {
+        (recorded + "x").parentFolder
+    }
+
     private func string(_ start: Int, _ count: Int) -> String {
         text.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[start..<(start + count)]), as: UTF8.self) }
     }

@@ -30,6 +30,6 @@ extension JobQueue {
 
     public func jobFolders() throws -> Set<String> {
         // Recorded by `add` (Migrations/0013_job_folders.sql): no scan of the jobs.
-        Set(try database.rows("SELECT folder FROM job_folders") { ($0.string(0) + "x").parentFolder })
+        Set(try database.rows("SELECT folder FROM job_folders") { JobBatch.folder(recorded: $0.string(0)) })
     }
 }
