@@ -363,6 +363,46 @@ final class EngineCoreTests: XCTestCase {
         XCTAssertEqual(gaps, gaps.sorted(), "never sooner than the look before")
     }
 
+    /// Queued jobs none of which a claim could take, and none due later, are being claimed by
+    /// another worker: an engine holding nothing looks again as soon as one waiting for others
+    /// does, not a second later (two runs on one PostgreSQL queue: the one whose look met the
+    /// other's claim of the last jobs ended a second after it).
+    func testAClaimThatFindsOnlyJobsAnotherWorkerIsTakingIsMadeAgainSoon() {
+        var harness = Harness(workers: 2)
+        harness.send(.begin)
+        var answer = ExchangeResult()
+        answer.unfinished = (1, 1)  // one job queued (another worker is claiming it), one running
+        let wakes = harness.send(.exchanged(answer)).compactMap { if case .wake(let at) = $0 { return at } else { return nil } }
+        XCTAssertEqual(wakes.last.map { $0 - harness.now }, 10)
+    }
+
+    /// The same, met while our own last job still ran: once its outcome is recorded, the engine
+    /// looks at once whether the queue is drained.
+    func testAfterItsLastJobAnEngineLooksAtOnceWhenOnlyOthersCouldTakeTheQueuedJobs() {
+        var harness = Harness(workers: 1)
+        _ = started(&harness, jobs: [Self.lease(1)], slots: [Self.slot(0)])
+        harness.send(.prepared(token: "t1", forget: nil))
+        guard let claim = harness.pending, claim.claim > 0 else { return XCTFail("a claim for more jobs is in flight") }
+        var answer = ExchangeResult()
+        answer.unfinished = (1, 2)  // one job queued, being claimed by another worker
+        harness.send(.exchanged(answer))
+        harness.now += 5
+        harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
+        harness.send(.placed(["t1": Harness.placedFile]))
+        // Answer what goes out (the idle slot given back, the outcome) with no time passing.
+        var sentOutcome = false, claimed = false
+        for _ in 0..<5 {
+            guard let request = harness.pending else { break }
+            if request.claim > 0 { claimed = true; break }
+            sentOutcome = sentOutcome || !request.outcomes.isEmpty
+            var recorded = ExchangeResult()
+            recorded.outcomes = request.outcomes.map { _ in .recorded }
+            harness.send(.exchanged(recorded))
+        }
+        XCTAssertTrue(sentOutcome, "the outcome is sent")
+        XCTAssertTrue(claimed, "then a claim goes at once")
+    }
+
     /// The summary's average number of transfers: their time in flight over the run's time.
     func testTheAverageNumberOfTransfersIsTheirTimeOverTheRunsTime() {
         var harness = Harness(workers: 1)

@@ -703,8 +703,10 @@ struct EngineCore {
             drained = unfinished.queued == 0 && unfinished.running == 0
             lastQueued = unfinished.queued
             // Holding nothing while others run the rest: look again soon, to end soon after them
-            // (or to take back what they hand back), then less often (`waitingPoll`).
-            let waiting = holdsNoJob && unfinished.queued == 0
+            // (or to take back what they hand back), then less often (`waitingPoll`). Queued jobs
+            // that none of ours held back, none due later, and none claimable now are being
+            // claimed by another worker (a claim skips the rows another is taking): the same.
+            let waiting = holdsNoJob && (unfinished.queued == 0 || result.nextWake == nil)
             let poll = waiting ? Self.waitingPoll(after: waitingPolls) : 1000
             waitingPolls = waiting ? waitingPolls + 1 : 0
             claimNotBefore = now + max(10, min(poll, (result.nextWake ?? (now + poll)) - now))
@@ -773,8 +775,9 @@ struct EngineCore {
         startTransfers(now: now, into: &actions)
         prepareAhead(into: &actions)
         pruneHosts(now: now)
-        if holdsNoJob && lastQueued == 0 && !drained && confirmDrain {
-            // The last claim found nothing queued and our own jobs are all recorded now: look
+        if holdsNoJob && (lastQueued == 0 || claimBlockedReady == 0) && !drained && confirmDrain {
+            // The last claim found nothing queued, or queued jobs only others could take (none
+            // due later, and we held none back), and our own jobs are all recorded now: look
             // again at once (once), to see whether the queue is drained.
             confirmDrain = false
             claimNotBefore = min(claimNotBefore, now)
