@@ -77,16 +77,20 @@ public final class PostgresJobStore: JobStore {
 
     public var location: String { connection.location }
 
-    /// Eight rounds, and a claim every quarter round (`claimBelowRounds` is not lowered): an
-    /// exchange here takes 2–6 ms and up to 20 ms with a batch of outcomes (four round trips to
-    /// the server, which shares the machine's cores), in which 16 transfers of small files finish
-    /// up to 100 jobs. With two rounds in hand 10 of 16 transfers ran on average; with four,
-    /// 12–13, the hand empty a third of the time; with eight and claims below four rounds, the
-    /// hand still emptied (a claim issued at four rounds left, then a slow exchange); with eight
-    /// and a claim every quarter round, 14.1, and workload A on PostgreSQL took 2.34 s against
-    /// 2.59 s (means of six alternating runs, faster in five; measured with a trace of the
-    /// engine's hand, not kept).
-    public var claimAheadRounds: Int { 8 }
+    /// Sixteen rounds in hand, and a claim once fewer than twelve are left (so each claim takes
+    /// at least four rounds). An exchange here takes 2–6 ms and up to 20 ms with a batch of
+    /// outcomes (four round trips to the server, which shares the machine's cores), in which 16
+    /// transfers of small files finish up to 100 jobs: twelve rounds (192 jobs at `-j 16`) outlast
+    /// the slowest. It was eight rounds with a claim every quarter round: the hand stayed full,
+    /// but exchanges ran back to back, 288 transactions for workload A's 10,000 files in one
+    /// process and 534 in two (each claimed as often as one alone, half as much each time). With
+    /// sixteen and twelve: 216 and 264–304, and in five alternating rounds of workload H the
+    /// medians went from 1.44 s to 1.37 s in one process and from 1.56 s to 1.44 s in two, the
+    /// whole machine's busy CPU in two from 2.96 s to 2.69 s. 32 and 24 changed neither further.
+    /// (Eight rounds with a claim below four emptied the hand: a claim issued at four rounds left,
+    /// then a slow exchange.)
+    public var claimAheadRounds: Int { 16 }
+    public var claimBelowRounds: Int { 12 }
 
     /// How often a worker sweeps expired leases and silent workers (one worker at a time), in ms.
     static let expiryInterval = 1000
