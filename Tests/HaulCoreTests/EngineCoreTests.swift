@@ -131,10 +131,8 @@ final class EngineCoreTests: XCTestCase {
         }
     }
 
-    /// A store that does not lower `claimBelowRounds` (PostgreSQL: eight rounds in hand) is
-    /// asked for more once a quarter round is used up, however many rounds are left: its
-    /// exchanges may take as long as a hundred small files, and a claim issued at four rounds
-    /// left then came too late.
+    /// A store that does not lower `claimBelowRounds` (the port's default) is asked for more
+    /// once a quarter round is used up, however many rounds are left.
     func testAStoreClaimingEveryQuarterRoundIsAskedOnceAQuarterRoundIsUsed() {
         for (answered, expected) in [(128, nil), (124, nil), (123, 5 as Int?), (80, 48)] {
             XCTAssertEqual(nextClaim(workers: 16, claimAheadRounds: 8, claimBelowRounds: 8, answered: answered), expected,
@@ -144,6 +142,16 @@ final class EngineCoreTests: XCTestCase {
         options.workers = 16
         XCTAssertEqual(DownloadEngine.coreConfig(options, claimAheadRounds: 8, claimBelowRounds: 8).claimBelowRounds, 8,
                        "the store's rule reaches the core")
+    }
+
+    /// PostgreSQL's rule (sixteen rounds in hand, a claim below twelve): no claim while twelve
+    /// rounds or more are left, then one that takes at least four rounds, so two workers sharing
+    /// a host do not each exchange as often as one alone.
+    func testSixteenRoundsClaimedBelowTwelveAskForAtLeastFourRoundsAtATime() {
+        for (answered, expected) in [(256, nil), (193, nil), (192, nil), (191, 65 as Int?), (100, 156)] {
+            XCTAssertEqual(nextClaim(workers: 16, claimAheadRounds: 16, claimBelowRounds: 12, answered: answered), expected,
+                           "\(answered) in hand")
+        }
     }
 
     /// Verified files hold their temp files open until placed: while `unplacedLimit` of them wait
