@@ -75,6 +75,40 @@ final class CurlTransportTests: XCTestCase {
         func body(_ bytes: UnsafeRawBufferPointer) throws {}
     }
 
+    /// Header lines as libcurl hands them over, read without a socket: names in any case, a
+    /// repeated field joined, an obsolete folded line added to the field it continues. Only the
+    /// headers haul reads are kept, and a folded line after one it does not read is dropped with
+    /// it, not added to the field before.
+    func testHeaderLinesKeepTheFieldsHaulReadsInAnyCaseRepeatedOrFolded() throws {
+        final class HeadRecorder: BodySink, @unchecked Sendable {  // used on this thread only
+            var heads: [ResponseHead] = []
+            func head(_ head: ResponseHead) -> HeadDisposition {
+                heads.append(head)
+                return .accept
+            }
+            func body(_ bytes: UnsafeRawBufferPointer) throws {}
+        }
+        let sink = HeadRecorder()
+        let transfer = CurlEasyTransfer(request: FetchRequest(url: URL(string: "http://127.0.0.1:1/f")!), sink: sink)
+        let lines = ["HTTP/1.1 100 Continue\r\n", "X-Early: 1\r\n", "\r\n",
+                     "HTTP/1.1 200 OK\r\n", "ETAG:  \"v1\" \r\n", "Server: test\r\n", " folded into Server\r\n",
+                     "content-TYPE: text/\r\n", "\t plain\r\n", "Retry-After: 5\r\n", "retry-after: 6\r\n",
+                     "Content-Length:10\n", "X-Other: 1\r\n", "\r\n"]
+        for line in lines {
+            let accepted = Array(line.utf8).withUnsafeBytes { transfer.receiveHeader($0) }
+            XCTAssertTrue(accepted, line)
+        }
+        let head = try XCTUnwrap(sink.heads.first)
+        XCTAssertEqual(sink.heads.count, 1, "the interim response's head does not reach the sink")
+        XCTAssertEqual(head.status, 200)
+        XCTAssertEqual(head["etag"], "\"v1\"")
+        XCTAssertEqual(head["Content-Type"], "text/ plain")
+        XCTAssertEqual(head["retry-after"], "5, 6")
+        XCTAssertEqual(head.contentLength, 10)
+        XCTAssertEqual(head.headers, ["etag": "\"v1\"", "content-type": "text/ plain", "retry-after": "5, 6", "content-length": "10"],
+                       "only the headers haul reads are kept")
+    }
+
     /// The engine runs on the loop's thread (`workQueue`) and starts the next transfer from a
     /// transfer's end: that start must go through with no other thread's help, and blocks must
     /// keep their order and run one after another, never inside each other.

@@ -33,29 +33,60 @@ public struct FetchRequest: Sendable {
 }
 
 /// The status line and headers of a response. Header names are matched case-insensitively.
+///
+/// Guarantees: every header named in `namesRead` that the response carried is kept (a repeated
+/// one with its values joined by ", "); a transport may drop the others (libcurl's does: making
+/// strings of headers nobody reads cost about a fifth of its per-response work), so reading a
+/// header not named there is a programming error, caught by an assertion in debug builds.
 public struct ResponseHead: Sendable, Equatable {
+    /// One header field: its name lower-cased, and its value.
+    struct Field: Sendable, Equatable {
+        let name: String
+        var value: String
+    }
+
+    /// The headers haul reads, lower-cased.
+    static let namesRead = ["content-length", "content-range", "content-encoding", "content-type", "etag",
+                            "last-modified", "date", "retry-after", "location"]
+
     public let status: Int
-    /// Header names lower-cased.
-    public let headers: [String: String]
+    /// The fields kept, in the order they came (a handful: a lookup walks them).
+    let fields: [Field]
     /// The URL that answered, after redirects.
     public let url: URL?
 
     public init(status: Int, headers: [String: String], url: URL?) {
-        var lowered: [String: String] = [:]
-        for (name, value) in headers { lowered[name.lowercased()] = value }
-        self.init(status: status, lowercasedHeaders: lowered, url: url)
+        var fields: [Field] = []
+        for (name, value) in headers {
+            let lowered = name.lowercased()
+            if let index = fields.firstIndex(where: { $0.name == lowered }) { fields[index].value += ", " + value } else {
+                fields.append(Field(name: lowered, value: value))
+            }
+        }
+        self.init(status: status, fields: fields, url: url)
     }
 
-    /// A head whose header names are already lower-case (as libcurl's transport reads them).
-    init(status: Int, lowercasedHeaders: [String: String], url: URL?) {
+    /// A head whose field names are already lower-case and distinct (as libcurl's transport reads them).
+    init(status: Int, fields: [Field], url: URL?) {
         self.status = status
-        self.headers = lowercasedHeaders
+        self.fields = fields
         self.url = url
+    }
+
+    /// The headers kept, by lower-cased name.
+    public var headers: [String: String] {
+        Dictionary(fields.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first })
     }
 
     public subscript(_ name: String) -> String? {
         // Names asked for are nearly always written lower-case: no copy for those.
-        name.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) ? headers[name.lowercased()] : headers[name]
+        let lowered = name.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) ? name.lowercased() : name
+        assert(Self.namesRead.contains(lowered), "ResponseHead: \(lowered) is not in namesRead, so libcurl's transport drops it")
+        return fields.first(where: { $0.name == lowered })?.value
+    }
+
+    public static func == (a: ResponseHead, b: ResponseHead) -> Bool {
+        a.status == b.status && a.url == b.url && a.headers == b.headers
     }
 
     /// Content-Length as a number, when present and well-formed.
