@@ -10,8 +10,7 @@ import Glibc
 ///
 /// - Listens on `127.0.0.1:PORT` (a free port) with TLS and HTTP/2 (ALPN `h2`, HTTP/1.1 too).
 /// - Serves `documentRoot` as static files: Range, If-Range, strong ETags, as nginx does.
-/// - Adds `X-Proto: $server_protocol` (`HTTP/2.0`, `HTTP/1.1`) to every response, and writes one
-///   access-log line per request (`accessLog()`).
+/// - Writes one access-log line per request, with its protocol (`accessLog()`).
 /// - Optionally proxies path prefixes to plain-HTTP upstreams (a `FaultServer`, say), so fault
 ///   cases can go over TLS: HTTP/1.1 upstream, no buffering, the prefix stripped
 ///   (`/fault/x` → `UPSTREAM/x`), Location headers passed through untouched.
@@ -281,7 +280,6 @@ public final class HTTPSServer: Sendable {
                     ssl_certificate_key \(folder)/tls/server.key;
                     ssl_protocols TLSv1.2 TLSv1.3;
                     root \(root);
-                    add_header X-Proto $server_protocol always;
                     location / { }
             \(locations)
                 }
