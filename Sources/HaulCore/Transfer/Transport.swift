@@ -35,9 +35,10 @@ public struct FetchRequest: Sendable {
 /// The status line and headers of a response. Header names are matched case-insensitively.
 ///
 /// Guarantees: every header named in `namesRead` that the response carried is kept (a repeated
-/// one with its values joined by ", "); a transport may drop the others (libcurl's does: making
-/// strings of headers nobody reads cost about a fifth of its per-response work), so reading a
-/// header not named there is a programming error, caught by an assertion in debug builds.
+/// one with its values joined by ", "); a transport may drop the others (libcurl's does: reading
+/// only these took its header callback from 15.5 k to 8.7 k instructions a response, callgrind
+/// on 2,000 files), so reading a header not named there is a programming error, caught by an
+/// assertion in debug builds.
 public struct ResponseHead: Sendable, Equatable {
     /// One header field: its name lower-cased, and its value.
     struct Field: Sendable, Equatable {
