@@ -201,6 +201,30 @@ final class EngineCoreTests: XCTestCase {
         XCTAssertNil(Harness.exchange(in: ended)?.wantSlots.first, "no slot had to be asked for")
     }
 
+    /// The runner hands the core every event of a turn at once (transfers ended together):
+    /// taken together, they start the same next jobs and place the same files as one by one.
+    func testEventsHandledTogetherDoWhatTheyDoOneByOne() {
+        func run(together: Bool) -> (prepared: [Int], placed: [String]) {
+            var harness = Harness(workers: 2, batchSize: 2)
+            _ = started(&harness, jobs: (1...4).map { Self.lease($0) }, slots: [Self.slot(0), Self.slot(1)])
+            let events: [EngineCore.Event] = [
+                .prepared(token: "t1", forget: nil), .prepared(token: "t2", forget: nil),
+                .transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0),
+                .transferEnded(token: "t2", .verified(status: 200, bytes: 10), resumedFrom: 0),
+            ]
+            var out: [EngineCore.Action] = []
+            if together { out = harness.core.handle(events, now: harness.now) } else { for event in events { out += harness.send(event) } }
+            let placed = out.flatMap { action -> [String] in if case .place(let tokens) = action { return tokens } else { return [] } }
+            return (Harness.prepared(in: out).map(\.jobID), placed)
+        }
+        let oneByOne = run(together: false)
+        XCTAssertEqual(oneByOne.prepared, [3, 4], "each end passes its slot to the next job")
+        XCTAssertEqual(oneByOne.placed.sorted(), ["t1", "t2"])
+        let together = run(together: true)
+        XCTAssertEqual(together.prepared, oneByOne.prepared)
+        XCTAssertEqual(together.placed.sorted(), oneByOne.placed.sorted())
+    }
+
     func testAJobIsSentAsDoneOnlyAfterItsFileWasPlaced() {
         var harness = Harness(workers: 1)
         _ = started(&harness, jobs: [Self.lease(1)], slots: [Self.slot(0)])

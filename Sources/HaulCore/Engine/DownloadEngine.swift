@@ -108,6 +108,8 @@ private final class Runner: @unchecked Sendable {
     }
     private var preparing: [String: Preparing] = [:]
     private var preparations = 0
+    /// Events waiting for the core (see `process`).
+    private var incoming: [EngineCore.Event] = []
     /// Each prepared transfer's URL, parsed once while it was prepared (off this queue: a
     /// parse costs about 7,000 instructions), and how its file goes into place (see
     /// `ExistingFile`).
@@ -208,15 +210,30 @@ private final class Runner: @unchecked Sendable {
         return bytes
     }
 
-    /// Hands `event` to the core and performs what it asks, then whatever that brings about.
+    /// Hands `event` to the core with the others that come in this turn of `queue` (transfers
+    /// ended in one turn of libcurl's loop, preparations and placements handed in meanwhile):
+    /// the core decides once for them all. Measured on workload A: 2.1 decisions a file one
+    /// event at a time, at about 8,700 instructions each.
     private func process(_ event: EngineCore.Event) {
         guard !aborted else { return }
-        var events = [event]
+        incoming.append(event)
+        if incoming.count == 1 { queue.enqueue { self.processIncoming() } }
+    }
+
+    /// Hands the events that came in to the core and performs what it asks, then whatever that
+    /// brings about.
+    private func processIncoming() {
+        var events = incoming
+        incoming = []
+        guard !aborted, !events.isEmpty else { return }
+        var actions = core.handle(events, now: Self.now())
+        events = []
         var index = 0
-        while index < events.count {
-            let actions = core.handle(events[index], now: Self.now())
-            index += 1
+        while true {
             for action in actions { perform(action, then: &events) }
+            guard index < events.count else { break }
+            actions = core.handle(events[index], now: Self.now())
+            index += 1
         }
     }
 

@@ -283,10 +283,24 @@ struct EngineCore {
     // MARK: Events
 
     mutating func handle(_ event: Event, now: Int) -> [Action] {
+        handle([event], now: now)
+    }
+
+    /// Takes in `events`, in order, then decides once what to do: the same actions, in kind, as
+    /// handling them one by one, with one look at every host, claim and batch instead of one
+    /// per event (a turn of libcurl's loop often ends several transfers).
+    mutating func handle(_ events: [Event], now: Int) -> [Action] {
         guard !finished else { return [] }
         transferArea += Double(transfers.count) * Double(max(0, now - lastAreaUpdate))
         lastAreaUpdate = now
         var actions: [Action] = []
+        for event in events { take(event, now: now, into: &actions) }
+        step(now: now, into: &actions)
+        return actions
+    }
+
+    /// What one event changes, and the actions it calls for at once (the rest comes from `step`).
+    private mutating func take(_ event: Event, now: Int, into actions: inout [Action]) {
         switch event {
         case .begin:
             begun = true
@@ -342,8 +356,6 @@ struct EngineCore {
             }
             releaseParked(reason: Self.stopped, now: now)
         }
-        step(now: now, into: &actions)
-        return actions
     }
 
     private mutating func ended(_ token: String, _ transfer: Transfer, _ end: TransferEnd, resumedFrom: Int64, now: Int,
