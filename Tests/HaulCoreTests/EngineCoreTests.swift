@@ -207,13 +207,15 @@ final class EngineCoreTests: XCTestCase {
         func run(together: Bool) -> (prepared: [Int], placed: [String]) {
             var harness = Harness(workers: 2, batchSize: 2)
             _ = started(&harness, jobs: (1...4).map { Self.lease($0) }, slots: [Self.slot(0), Self.slot(1)])
-            let events: [EngineCore.Event] = [
-                .prepared(token: "t1", forget: nil), .prepared(token: "t2", forget: nil),
+            XCTAssertEqual(Harness.fetched(in: harness.send(.prepared(token: "t1", forget: nil))), ["t1"])
+            XCTAssertEqual(Harness.fetched(in: harness.send(.prepared(token: "t2", forget: nil))), ["t2"])
+            harness.now += 5
+            let ends: [EngineCore.Event] = [
                 .transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0),
                 .transferEnded(token: "t2", .verified(status: 200, bytes: 10), resumedFrom: 0),
             ]
             var out: [EngineCore.Action] = []
-            if together { out = harness.core.handle(events, now: harness.now) } else { for event in events { out += harness.send(event) } }
+            if together { out = harness.core.handle(ends, now: harness.now) } else { for end in ends { out += harness.send(end) } }
             let placed = out.flatMap { action -> [String] in if case .place(let tokens) = action { return tokens } else { return [] } }
             return (Harness.prepared(in: out).map(\.jobID), placed)
         }

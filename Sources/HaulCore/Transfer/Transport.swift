@@ -56,10 +56,14 @@ public struct ResponseHead: Sendable, Equatable {
     /// The URL that answered, after redirects.
     public let url: URL?
 
+    /// A head from a dictionary (URLSession's): only the headers in `namesRead` are kept, as
+    /// libcurl's transport keeps them, so both transports' heads read and compare alike. Names
+    /// that differ only in case are joined in the order of their names.
     public init(status: Int, headers: [String: String], url: URL?) {
         var fields: [Field] = []
-        for (name, value) in headers {
+        for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
             let lowered = name.lowercased()
+            guard Self.namesRead.contains(lowered) else { continue }
             if let index = fields.firstIndex(where: { $0.name == lowered }) { fields[index].value += ", " + value } else {
                 fields.append(Field(name: lowered, value: value))
             }
