@@ -80,7 +80,7 @@ final class HTTPSRunTests: XCTestCase {
             }
             XCTAssertEqual(h.tempFiles(), [], kind.rawValue)
         }
-        let protocols = Set(server.accessLog().compactMap { line in line.split(separator: " ").dropFirst().first.map(String.init) })
+        let protocols = Set(server.accessLog().compactMap(HTTPSServer.protocolOf(logLine:)))
         XCTAssertTrue(protocols.contains("HTTP/2.0"), "libcurl used HTTP/2: \(protocols)")
     }
 }

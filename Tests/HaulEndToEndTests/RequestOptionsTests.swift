@@ -237,12 +237,8 @@ final class RequestOptionsTests: XCTestCase {
         try get(url("http11.bin"), ["--cacert", server.caFile, "--http1.1"], environment: noBundle, "--http1.1")
             .assertDone("http11.bin", data)
 
-        func protocolUsed(_ name: String) -> String? {
-            server.waitForAccessLog { $0.contains("\"GET /\(name) ") }
-                .flatMap { $0.split(separator: " ").dropFirst().first.map(String.init) }
-        }
-        XCTAssertEqual(protocolUsed("cacert.bin"), "HTTP/2.0", server.accessLog().joined(separator: "\n"))
-        XCTAssertEqual(protocolUsed("http11.bin"), "HTTP/1.1", server.accessLog().joined(separator: "\n"))
+        XCTAssertEqual(server.protocolOfRequest("/cacert.bin"), "HTTP/2.0", server.accessLog().joined(separator: "\n"))
+        XCTAssertEqual(server.protocolOfRequest("/http11.bin"), "HTTP/1.1", server.accessLog().joined(separator: "\n"))
         XCTAssertNil(server.accessLog().first { $0.contains("/untrusted.bin") }, "an untrusted server was sent a request")
     }
 

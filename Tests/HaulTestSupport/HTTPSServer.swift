@@ -168,6 +168,16 @@ public final class HTTPSServer: Sendable {
         return text.split(separator: "\n").map(String.init)
     }
 
+    /// The protocol (`HTTP/2.0`, `HTTP/1.1`) of an access-log line, its second field.
+    public static func protocolOf(logLine line: String) -> String? {
+        line.split(separator: " ").dropFirst().first.map(String.init)
+    }
+
+    /// The protocol of the request for `target` (path and query, as sent), once nginx logged it.
+    public func protocolOfRequest(_ target: String) -> String? {
+        waitForAccessLog { $0.contains("\"GET \(target) ") }.flatMap(Self.protocolOf(logLine:))
+    }
+
     /// Waits until some access-log line satisfies `predicate` (nginx writes the line once the
     /// request is finished, which a client may see a moment earlier). Returns that line.
     public func waitForAccessLog(timeout: TimeInterval = 5, where predicate: (String) -> Bool) -> String? {
