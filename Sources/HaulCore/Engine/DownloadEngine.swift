@@ -223,17 +223,16 @@ private final class Runner: @unchecked Sendable {
     /// Hands the events that came in to the core and performs what it asks, then whatever that
     /// brings about.
     private func processIncoming() {
-        var events = incoming
+        let batch = incoming
         incoming = []
-        guard !aborted, !events.isEmpty else { return }
-        var actions = core.handle(events, now: Self.now())
-        events = []
+        guard !aborted, !batch.isEmpty else { return }
+        var followUps: [EngineCore.Event] = []
+        for action in core.handle(batch, now: Self.now()) { perform(action, then: &followUps) }
         var index = 0
-        while true {
-            for action in actions { perform(action, then: &events) }
-            guard index < events.count else { break }
-            actions = core.handle(events[index], now: Self.now())
+        while index < followUps.count {
+            let actions = core.handle(followUps[index], now: Self.now())
             index += 1
+            for action in actions { perform(action, then: &followUps) }
         }
     }
 

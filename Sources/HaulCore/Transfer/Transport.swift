@@ -44,6 +44,18 @@ public struct ResponseHead: Sendable, Equatable {
     struct Field: Sendable, Equatable {
         let name: String
         var value: String
+
+        /// Adds a field named `name` (lower-cased) to `fields`, or joins `value` to the one
+        /// already there with ", " (a repeated header); returns its index.
+        @discardableResult
+        static func add(_ name: String, _ value: String, to fields: inout [Field]) -> Int {
+            if let index = fields.firstIndex(where: { $0.name == name }) {
+                fields[index].value += ", " + value
+                return index
+            }
+            fields.append(Field(name: name, value: value))
+            return fields.count - 1
+        }
     }
 
     /// The headers haul reads, lower-cased.
@@ -63,10 +75,7 @@ public struct ResponseHead: Sendable, Equatable {
         var fields: [Field] = []
         for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
             let lowered = name.lowercased()
-            guard Self.namesRead.contains(lowered) else { continue }
-            if let index = fields.firstIndex(where: { $0.name == lowered }) { fields[index].value += ", " + value } else {
-                fields.append(Field(name: lowered, value: value))
-            }
+            if Self.namesRead.contains(lowered) { Field.add(lowered, value, to: &fields) }
         }
         self.init(status: status, fields: fields, url: url)
     }

@@ -158,14 +158,7 @@ final class CurlEasyTransfer: @unchecked Sendable {
         lastField = nil
         guard let colon = bytes[..<end].firstIndex(of: 0x3A),
               let name = Self.nameRead(bytes, Self.trimmed(bytes, 0..<colon)) else { return true }
-        let value = Self.text(bytes, Self.trimmed(bytes, (colon + 1)..<end))
-        if let index = fields.firstIndex(where: { $0.name == name }) {
-            fields[index].value += ", " + value
-            lastField = index
-        } else {
-            fields.append(ResponseHead.Field(name: name, value: value))
-            lastField = fields.count - 1
-        }
+        lastField = ResponseHead.Field.add(name, Self.text(bytes, Self.trimmed(bytes, (colon + 1)..<end)), to: &fields)
         return true
     }
 
