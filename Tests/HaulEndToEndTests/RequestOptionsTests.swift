@@ -209,6 +209,42 @@ final class RequestOptionsTests: XCTestCase {
         }
     }
 
+    /// .netrc credentials go to the job's own origin only: not to another host a redirect leads
+    /// to (a `default` entry matches every host), nor to another port of the same host (a
+    /// `machine` entry names no port); a redirect within the origin still gets them.
+    func testNetrcCredentialsNeverFollowARedirectToAnotherOrigin() throws {
+        let origin = try FaultServer(host: "127.0.0.1")
+        let otherPort = try FaultServer(host: "127.0.0.1")
+        let otherHost = try FaultServer(host: "127.0.0.2")
+        defer { origin.stop(); otherPort.stop(); otherHost.stop() }
+        let data = runTestData(20_000, seed: 509)
+        origin.route("/port", FaultServer.Response.redirect(to: otherPort.url("/target").absoluteString))
+        origin.route("/host", FaultServer.Response.redirect(to: otherHost.url("/target").absoluteString))
+        origin.route("/same", FaultServer.Response.redirect(to: "/target", status: 307))
+        for server in [origin, otherPort, otherHost] { server.route("/target", FaultServer.file(data)) }
+        let h = try RunHarness(self)
+        let netrc = try Self.privateFile(h.temp, "netrc", "machine 127.0.0.1 login u password p\ndefault login d password q\n")
+        let add = try haul(h, ["add", "\(origin.url("/port").absoluteString) out=port.bin",
+                               "\(origin.url("/host").absoluteString) out=host.bin",
+                               "\(origin.url("/same").absoluteString) out=same.bin", "-d", h.out, "--netrc-file", netrc])
+        XCTAssertEqual(add.status, 0, add.stderrText)
+        let run = try haul(h, ["run", "--max-attempts", "1", "--quiet"])
+        XCTAssertEqual(run.status, 0, run.stdoutText + run.stderrText)
+        for name in ["port.bin", "host.bin", "same.bin"] { XCTAssertEqual(h.contents(name), data, name) }
+
+        let authorization = Self.basic("u:p")
+        for path in ["/port", "/host", "/same", "/target"] {
+            for request in origin.requests(path: path) {
+                XCTAssertEqual(request.header("Authorization"), authorization, "the job's own origin: \(request)")
+            }
+        }
+        XCTAssertEqual(origin.requests(path: "/target").count, 1, "\(origin.allRequests)")
+        for (server, what) in [(otherPort, "another port of the host"), (otherHost, "another host")] {
+            let away = try XCTUnwrap(server.requests(path: "/target").first, "\(what) was never asked")
+            XCTAssertNil(away.header("Authorization"), ".netrc credentials went to \(what)")
+        }
+    }
+
     // MARK: 4. TLS
 
     /// Against nginx with a throwaway CA, the machine's CA variables cleared: --cacert trusts it,

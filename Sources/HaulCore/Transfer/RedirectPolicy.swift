@@ -5,7 +5,8 @@ import Foundation
 /// Guarantees: a hop is taken only to an http or https URL, at most `maximumHops` times, never
 /// back to a URL already visited; the Location is resolved by haul (RFC 3986, against the URL
 /// that answered), never by the transport's library; refusals name the target with its
-/// credentials redacted; credential headers never follow a hop to another origin.
+/// credentials redacted; credential headers (and .netrc credentials) never follow a hop to another
+/// origin.
 public struct RedirectPolicy: Sendable {
     public static let maximumHops = 10
 

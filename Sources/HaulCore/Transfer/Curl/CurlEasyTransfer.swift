@@ -103,7 +103,10 @@ final class CurlEasyTransfer: @unchecked Sendable {
         if let proxy = connection.proxy { easy.set(CURLOPT_PROXY, proxy) }
         if let hosts = connection.noProxy { easy.set(CURLOPT_NOPROXY, hosts) }
         if connection.http11Only { easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1)) }
-        if let netrc = request.netrcFile {
+        // .netrc credentials are looked up for the job's own origin only, like the credential
+        // headers: libcurl would look up each hop's host (a `default` entry matches any, and a
+        // `machine` entry names no port).
+        if let netrc = request.netrcFile, RedirectPolicy.sameOrigin(request.url, url) {
             easy.set(CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue))
             easy.set(CURLOPT_NETRC_FILE, netrc)
         }
