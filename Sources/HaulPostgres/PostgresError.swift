@@ -19,6 +19,8 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
         case client
         /// The database records a migration this binary does not know: it was made by a newer haul.
         case unknownMigration(version: Int, name: String)
+        /// The database holds another program's tables and no haul schema: haul adds nothing.
+        case notAQueue
     }
 
     public let kind: Kind
@@ -66,6 +68,8 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
             return "lost the connection to the queue at \(location): \(message); the queue is intact — check the server, then run the command again"
         case .unknownMigration(let version, let name):
             return "the queue at \(location) has schema migration \(version) (\(name)) that this haul does not know; it was made by a newer haul — use that version, or another --db. The database was left untouched"
+        case .notAQueue:
+            return "the database at \(location) holds another program's tables, not a haul queue; it was left untouched — create a database for haul and name it with --db"
         case .server, .client:
             break
         }

@@ -9,7 +9,8 @@ import HaulCore
 /// version order, each in its own transaction together with its row in `schema_migrations`,
 /// so a failure leaves the database at a whole version. A database that records a version this
 /// binary does not know is refused (`PostgresError` of kind `.unknownMigration`) and left
-/// untouched. A migration's SQL must not hold its own BEGIN or COMMIT.
+/// untouched, and so is one whose schema holds tables but no haul migration (another program's:
+/// `.notAQueue`). A migration's SQL must not hold its own BEGIN or COMMIT.
 public struct PostgresMigrator: Sendable {
     /// The `pg_advisory_lock` key migrations hold: "haulmigr" in ASCII.
     public static let advisoryLockKey: Int64 = 0x6861_756C_6D69_6772
@@ -43,6 +44,12 @@ public struct PostgresMigrator: Sendable {
         if let unknown = applied.first(where: { !known.contains($0.version) }) {
             throw PostgresError(kind: .unknownMigration(version: unknown.version, name: unknown.name),
                                 message: "schema migration \(unknown.version) (\(unknown.name)) is not known to this haul")
+        }
+        if applied.isEmpty, try connection.query("""
+            SELECT count(*) > 0 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+            """).first?.bool(0) == true {
+            throw PostgresError(kind: .notAQueue, message: "the database holds tables but no haul schema")
         }
         let done = Set(applied.map(\.version))
         let pending = migrations.filter { !done.contains($0.version) }

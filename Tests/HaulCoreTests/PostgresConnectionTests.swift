@@ -440,6 +440,19 @@ struct PostgresConnectionTests {
         #expect(try connection.query("SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = current_database()").first?.int(0) == 0)
     }
 
+    /// A database whose schema holds another program's table and no haul migration gets no
+    /// haul table: a mistyped --db is refused, naming the database, with the lock released.
+    @Test func anotherProgramsDatabaseIsRefusedUntouched() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        try connection.execute("CREATE TABLE notes (id int)")
+        let error = try #require(throws: PostgresError.self) { try PostgresMigrator().migrate(connection) }
+        #expect(error.kind == .notAQueue)
+        let line = error.explained(location: connection.location, busyTimeout: 5)
+        #expect(line.contains(connection.location) && line.contains("not a haul queue"), "\(line)")
+        #expect(try connection.query("SELECT string_agg(relname, ',') FROM pg_class WHERE relnamespace = current_schema()::regnamespace AND relkind = 'r'").first?.string(0) == "notes")
+        #expect(try connection.query("SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = current_database()").first?.int(0) == 0)
+    }
+
     @Test func failingMigrationLeavesTheDatabaseAtAWholeVersion() throws {
         let connection = try PostgresConnection(url: freshDatabase())
         let migrator = PostgresMigrator(migrations: [

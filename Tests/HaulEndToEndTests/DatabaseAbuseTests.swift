@@ -63,6 +63,36 @@ final class DatabaseAbuseTests: XCTestCase {
         XCTAssertEqual(names(in: out), [], "a command on a broken database wrote to the output folder")
     }
 
+    /// Another program's SQLite database (a mistyped --db) gets no haul table from any command,
+    /// `add` and `get` included; an empty file is a queue only to the commands that add jobs:
+    /// the others say there is no haul database and leave it empty.
+    func testAnotherProgramsDatabaseAndAnEmptyFileAreNotMadeQueues() throws {
+        let directory = try makeTempDirectory()
+        let out = try directory.makeDirectory("out")
+        let other = directory.file("other.db")
+        do {
+            let database = try Database(path: other, migrations: [])
+            try database.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes (body) VALUES ('mine')")
+        }
+        XCTAssertEqual(unlink(other + "-wal") == 0 || errno == ENOENT, true)
+        let content = try XCTUnwrap(FileManager.default.contents(atPath: other))
+        for arguments in everyCommand(other, out: out) {
+            let result = try haul(arguments, in: directory.path, timeout: 20)
+            assertOneLineFailure(result, naming: other, ["another program", "not a haul queue", "--db"], "\(arguments[0]) on other.db")
+            XCTAssertEqual(FileManager.default.contents(atPath: other), content, "\(arguments) changed another program's database")
+        }
+        let empty = try directory.write("empty.db", Data())
+        for arguments in everyCommand(empty, out: out) where !["add", "get"].contains(arguments[0]) {
+            let result = try haul(arguments, in: directory.path, timeout: 20)
+            assertOneLineFailure(result, naming: empty, ["no haul database", "haul add"], "\(arguments[0]) on empty.db")
+            XCTAssertEqual(FileManager.default.contents(atPath: empty), Data(), "\(arguments) wrote to an empty file")
+        }
+        let added = try haul(["add", "--db", empty, "-d", out, "http://127.0.0.1:9/new"], in: directory.path)
+        XCTAssertEqual(added.status, 0, "add makes a queue of an empty file: \(added.stderrText)")
+        XCTAssertEqual(try haul(["show", "--db", empty, "1"], in: directory.path).status, 0)
+        XCTAssertEqual(names(in: out), [], "a command wrote to the output folder")
+    }
+
     func testReadOnlyDatabaseFileAndFolderAreRefusedUntouched() throws {
         let directory = try makeTempDirectory()
         let out = try directory.makeDirectory("out")

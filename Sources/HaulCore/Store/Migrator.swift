@@ -32,6 +32,21 @@ public struct Migrator: Sendable {
         }
     }
 
+    /// Throws `DatabaseError.notAQueue` when the database has tables but records no migration
+    /// (another program's database: haul adds no table to it), and `DatabaseError.missing` when
+    /// it has no table at all and `mustBeQueue` (a command that does not add jobs found an empty
+    /// file). Only reads.
+    public static func refuseForeign(_ database: Database, mustBeQueue: Bool) throws {
+        let tables = try database.rows("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'") {
+            $0.string(0)
+        }
+        if tables.isEmpty {
+            if mustBeQueue { throw DatabaseError.missing(path: database.path) }
+        } else if !tables.contains("schema_migrations") {
+            throw DatabaseError.notAQueue(path: database.path)
+        }
+    }
+
     public func migrate(_ database: Database) throws {
         try refuseUnknown(database)
         let applied = try Self.appliedVersions(database)

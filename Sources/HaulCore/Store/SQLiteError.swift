@@ -44,6 +44,8 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
 public enum DatabaseError: Error, CustomStringConvertible, Sendable, Equatable {
     case missing(path: String)
     case notADatabase(path: String)
+    /// A SQLite database with another program's tables: not a haul queue.
+    case notAQueue(path: String)
     case unknownMigration(path: String, version: Int, name: String)
     case readOnly(path: String)
     case busy(path: String, seconds: Double)
@@ -57,6 +59,8 @@ public enum DatabaseError: Error, CustomStringConvertible, Sendable, Equatable {
             return "no haul database at \(path); create one with `haul add`, or name another with --db or HAUL_DB"
         case .notADatabase(let path):
             return "\(path) is not a SQLite database (or is damaged); it was left untouched — name another file with --db"
+        case .notAQueue(let path):
+            return "\(path) is a SQLite database of another program, not a haul queue; it was left untouched — name another file with --db"
         case .unknownMigration(let path, let version, let name):
             return "\(path) has schema migration \(version) (\(name)) that this haul does not know; it was made by a newer haul — use that version, or another --db. The database was left untouched"
         case .readOnly(let path):
