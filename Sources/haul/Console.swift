@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Where the CLI writes: stdout for results, stderr for diagnostics.
 ///
@@ -14,20 +15,39 @@ enum Console {
         if !tryWrite(text, to: descriptor) { readerGone() }
     }
 
-    /// Writes all of `text`; false when the reader has gone (EPIPE). Other errors (a full disk
-    /// behind a redirect…) are dropped: there is nowhere better to report them.
+    /// Writes all of `text`; false when the reader has gone (EPIPE). Another error on standard
+    /// output (a full disk behind a redirect…) is kept for `exit`, which reports it, and nothing
+    /// more is written there; one on standard error is dropped: there is nowhere to report it.
     static func tryWrite(_ text: String, to descriptor: Int32) -> Bool {
+        if descriptor == STDOUT_FILENO && stdoutError.withLock({ $0 }) != 0 { return true }
         var text = text
         return text.withUTF8 { bytes in
             var offset = 0
             while offset < bytes.count {
                 let count = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
                 if count >= 0 { offset += count; continue }
-                if errno == EINTR || errno == EAGAIN { continue }
-                return errno != EPIPE
+                let code = errno
+                if code == EINTR || code == EAGAIN { continue }
+                if code == EPIPE { return false }
+                if descriptor == STDOUT_FILENO { stdoutError.withLock { if $0 == 0 { $0 = code } } }
+                return true
             }
             return true
         }
+    }
+
+    /// The first error writing to standard output other than EPIPE, or 0.
+    private static let stdoutError = Mutex<Int32>(0)
+
+    /// Ends haul with `status`; when a line could not be written to standard output, says so on
+    /// standard error and ends with 1 instead of a success, as GNU tools do (`ls > /dev/full`).
+    static func exit(_ status: Int32) -> Never {
+        let code = stdoutError.withLock { $0 }
+        if code != 0 {
+            error("haul: cannot write standard output: \(String(cString: strerror(code)))")
+            Glibc.exit(status == 0 ? 1 : status)
+        }
+        Glibc.exit(status)
     }
 
     /// The reader of stdout or stderr has gone: end as a Unix tool does, by SIGPIPE (SIGPIPE is

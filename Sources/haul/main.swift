@@ -27,7 +27,7 @@ func exitWithUsage(_ message: String, spec: CommandSpec?) -> Never {
     Console.error("haul: error: \(message)")
     Console.error("usage: \(spec?.usage ?? "haul <command> [options]")")
     Console.error("See 'haul \(spec.map { "\($0.name) " } ?? "")--help'.")
-    exit(64)
+    Console.exit(64)
 }
 
 signal(SIGPIPE, SIG_IGN)
@@ -45,10 +45,10 @@ case "-h", "--help", "help":
     } else {
         Console.out(topHelp)
     }
-    exit(0)
+    Console.exit(0)
 case "--version", "version":
     Console.out("haul \(version)\n\(CurlTransport.versionDescription)\nSQLite/\(Database.sqliteVersion)")
-    exit(0)
+    Console.exit(0)
 default:
     break
 }
@@ -65,16 +65,16 @@ do {
 }
 if parsed.wantsHelp {
     Console.out(command.spec.help)
-    exit(0)
+    Console.exit(0)
 }
 do {
-    exit(try command.run(parsed))
+    Console.exit(try command.run(parsed))
 } catch let error as UsageError {
     exitWithUsage(error.message, spec: error.spec)
 } catch let error as CommandFailure {
     Console.error("haul: \(error.message)")
-    exit(error.code)
+    Console.exit(error.code)
 } catch {
     Console.error("haul: \(command.explain(error, parsed))")
-    exit(1)
+    Console.exit(1)
 }

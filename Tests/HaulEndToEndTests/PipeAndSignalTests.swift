@@ -49,6 +49,33 @@ final class PipeAndSignalTests: XCTestCase {
         XCTAssertEqual(try h.counts()["running"] ?? 0, 0, "a run whose reader went away leaves no job running for good")
     }
 
+    /// Standard output on a full disk (/dev/full): every command says once that it could not
+    /// write standard output and why, and exits 1, as `ls > /dev/full` does; a run still does
+    /// its work (the jobs end done).
+    func testEveryCommandFailsWhenStandardOutputCannotBeWritten() throws {
+        let full = FileHandle(forWritingAtPath: "/dev/full")
+        guard let full else { throw XCTSkip("no /dev/full") }
+        let h = try RunHarness(self)
+        let server = try FaultServer()
+        defer { server.stop() }
+        server.setFallback { _ in FaultServer.Response.ok(Data("x".utf8)) }
+        try h.add((0..<5).map { server.url("/f\($0)").absoluteString })
+        let cases: [[String]] = [
+            ["--help"], ["--version"], ["status"], ["status", "--json"], ["list"], ["show", "1"],
+            ["completions", "bash"], ["add", server.url("/extra").absoluteString, "-d", h.out], ["run"], ["verify"],
+        ]
+        for arguments in cases {
+            let child = try HaulProcess.start(h.haul, arguments + (arguments[0].hasPrefix("-") ? [] : ["--db", h.db]),
+                                              currentDirectory: h.temp.path, stdout: .handle(full), stderr: .capture)
+            let result = child.wait(timeout: 60)
+            let context = "haul \(arguments.joined(separator: " ")) > /dev/full"
+            XCTAssertEqual(result.status, 1, "\(context): \(result.stderrText)")
+            XCTAssertEqual(result.stderrLines.filter { $0.contains("cannot write standard output: No space left on device") }.count, 1,
+                           "\(context): \(result.stderrText)")
+        }
+        XCTAssertEqual(try h.counts()["done"], 6, "the run did its work")
+    }
+
     /// `timeout -s INT` signals haul and then its process group: one request to stop, arriving
     /// twice. The run stops cleanly (exit 130), hands its job back, and keeps the partial file.
     func testOneStopSignalledTwiceIsACleanStop() throws {
