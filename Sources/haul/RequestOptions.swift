@@ -96,12 +96,21 @@ enum RequestOptions {
         return profile.isEmpty ? nil : profile
     }
 
+    /// A --proxy value as an error may show it: its user-info hidden even when it is no URL
+    /// (`user:password@host:port`, a password holding '/' or '#').
+    static func redactedProxy(_ proxy: String) -> String {
+        let redacted = HTTPURL.redact(proxy)
+        guard let at = redacted.lastIndex(of: "@") else { return redacted }
+        let start = redacted.range(of: "://")?.upperBound ?? redacted.startIndex
+        return at < start ? redacted : redacted[..<start] + "***@" + redacted[redacted.index(after: at)...]
+    }
+
     /// The connection options of a run.
     static func connection(_ arguments: ParsedArguments, spec: CommandSpec) throws -> ConnectionOptions {
         var options = ConnectionOptions()
         if let proxy = arguments.value("--proxy") {
             guard let url = URL(string: proxy), let scheme = url.scheme?.lowercased(), url.host != nil else {
-                throw UsageError(message: "'--proxy' takes a URL such as http://proxy.example:3128, not \(quoted(HTTPURL.redact(proxy)))", spec: spec)
+                throw UsageError(message: "'--proxy' takes a URL such as http://proxy.example:3128, not \(quoted(redactedProxy(proxy)))", spec: spec)
             }
             guard ConnectionOptions.proxySchemes.contains(scheme) else {
                 throw UsageError(message: "'--proxy': haul speaks to http, https, socks5 and socks5h proxies, not \(scheme)", spec: spec)

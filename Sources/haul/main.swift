@@ -35,6 +35,7 @@ signal(SIGPIPE, SIG_IGN)
 // other write error, not kill haul.
 signal(SIGXFSZ, SIG_IGN)
 var arguments = Array(CommandLine.arguments.dropFirst())
+ArgumentSecrets.hide()  // after Swift's copy of the arguments, which haul parses
 guard let first = arguments.first else { exitWithUsage("no command given", spec: nil) }
 switch first {
 case "-h", "--help", "help":

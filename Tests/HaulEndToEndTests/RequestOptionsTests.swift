@@ -312,6 +312,17 @@ final class RequestOptionsTests: XCTestCase {
         XCTAssertEqual(connects.map(\.host), ["localhost", "127.0.0.1"], "\(connects)")
         XCTAssertEqual(connects.map(\.port), [server.port, server.port])
         XCTAssertEqual(server.requests(path: "/p.bin").count, 5)
+
+        // A --proxy that is no URL is a usage error that names it without its password, even
+        // without a scheme or with a '/' or '#' in the password.
+        let h = try RunHarness(self)
+        for proxy in ["px:PW-S3CRET@127.0.0.1:9", "http://u:PW-S3CRET#x@127.0.0.1:9", "http://u:PW-S3CRET/x@127.0.0.1:9"] {
+            let refused = try haul(h, ["get", url, "-d", h.out, "--proxy", proxy])
+            XCTAssertEqual(refused.status, 64, refused.stderrText)
+            XCTAssertTrue(refused.stderrText.contains("'--proxy' takes a URL") && refused.stderrText.contains("***@127.0.0.1:9"),
+                          refused.stderrText)
+            XCTAssertFalse(refused.stderrText.contains("PW-S3CRET"), refused.stderrText)
+        }
     }
 
     // MARK: 6. Rate limits

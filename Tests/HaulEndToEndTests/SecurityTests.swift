@@ -153,6 +153,48 @@ final class SecurityTests: XCTestCase {
         return port
     }
 
+    // MARK: Process listing
+
+    /// While a get runs, its command line as any user's `ps` reads it (/proc/PID/cmdline) holds
+    /// none of its secrets: not -u's password, a credential header's value, nor the password of
+    /// a job's or a proxy's URL; the user name, other headers and the host stay readable. And the
+    /// request still carries every credential.
+    func testSecretsOnTheCommandLineAreHiddenFromProcessListings() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let gate = FaultServer.Gate()
+        server.route("/held.bin") { request in
+            gate.wait(timeout: 20)
+            return FaultServer.Response.ok(Data("held".utf8))
+        }
+        let url = server.url("/held.bin").absoluteString.replacingOccurrences(of: "://", with: "://bob:URL-S3CRET@")
+        // -u and -H Authorization exclude each other: two gets, held together.
+        let children = try [
+            h.start(["get", "-d", h.out, "--quiet", "-u", "alice:U-S3CRET", "--header=Cookie: c=COOKIE-S3CRET",
+                     "-H", "X-Visible: shown", "--proxy=http://px:PROXY-S3CRET@127.0.0.9:9", "--noproxy", "*", url]),
+            h.start(["get", "-d", h.out, "--quiet", "-H", "Authorization: Bearer TOKEN-S3CRET", "--user-agent", "ua-shown",
+                     "-x", "socks5h://px:PROXY2-S3CRET@127.0.0.9:9", "--noproxy", "*", url + "?two"]),
+        ]
+        XCTAssertTrue(server.waitForRequests(count: 2, path: "/held.bin"), "the requests never came")
+        let listed = children.map { (try? String(contentsOfFile: "/proc/\($0.processIdentifier)/cmdline", encoding: .utf8)) ?? "" }
+        gate.open()
+        for child in children {
+            let result = child.wait(timeout: 30)
+            XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        }
+        XCTAssertTrue(listed[0].contains("alice:") && listed[0].contains("X-Visible: shown") && listed[0].contains("127.0.0.9:9")
+                      && listed[0].contains("bob:") && listed[1].contains("Authorization:") && listed[1].contains("ua-shown"),
+                      "the command lines lost more than their secrets: \(listed)")
+        for secret in ["U-S3CRET", "COOKIE-S3CRET", "TOKEN-S3CRET", "URL-S3CRET", "PROXY-S3CRET", "PROXY2-S3CRET"] {
+            XCTAssertFalse(listed.joined().contains(secret), "\(secret) is readable in /proc/PID/cmdline: \(listed)")
+        }
+        let requests = server.requests(path: "/held.bin")
+        XCTAssertEqual(Set(requests.compactMap { $0.header("Authorization") }),
+                       ["Basic " + Data("alice:U-S3CRET".utf8).base64EncodedString(), "Bearer TOKEN-S3CRET"], "-u wins over the URL's user, as in curl: \(requests)")
+        XCTAssertEqual(requests.compactMap { $0.header("Cookie") }, ["c=COOKIE-S3CRET"])
+    }
+
     // MARK: Modes
 
     /// Destinations, their temp files and every folder haul creates follow the user's umask.
