@@ -70,6 +70,31 @@ final class VerifiedFileTests: XCTestCase {
         XCTAssertThrowsError(try TempFile(destination: real + "/link/f", jobID: 4).checkNoNewLinks(since: beforeNew))
         // A way that does not exist yet passes: its folders are made, not followed.
         XCTAssertNoThrow(try TempFile(destination: real + "/missing/more/f", jobID: 5).checkNoNewLinks(since: beforeNew))
+        // An old link whose target folder was later swapped for a new link: the way is followed
+        // through the old link's target, relative and absolute, and the new link is seen there.
+        let target = root.file("target")
+        try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: root.file("alias"), withDestinationPath: "target")
+        try FileManager.default.createSymbolicLink(atPath: root.file("absolute"), withDestinationPath: target)
+        // The job is added between the links and the swap: the swap waits until the clock has
+        // passed the add by two ticks of the coarse clock file times come from.
+        func now() -> Int { Int(Date().timeIntervalSince1970 * 1000) }
+        let added = now() + 2 * TempFile.coarseClockTick + 1
+        XCTAssertNoThrow(try TempFile(destination: root.file("alias") + "/f", jobID: 6).checkNoNewLinks(since: added))
+        XCTAssertNoThrow(try TempFile(destination: root.file("absolute") + "/f", jobID: 6).checkNoNewLinks(since: added))
+        while now() < added + 2 * TempFile.coarseClockTick { usleep(500) }
+        try FileManager.default.removeItem(atPath: target)
+        try FileManager.default.createSymbolicLink(atPath: target, withDestinationPath: "/tmp")
+        for name in ["alias", "absolute"] {
+            XCTAssertThrowsError(try TempFile(destination: root.file(name) + "/f", jobID: 7).checkNoNewLinks(since: added)) { error in
+                XCTAssertTrue(String(describing: error).contains("\(target) became a symbolic link"), "\(name): \(error)")
+            }
+        }
+        // A loop of old links is refused, not followed for ever.
+        try FileManager.default.createSymbolicLink(atPath: root.file("loop1"), withDestinationPath: "loop2")
+        try FileManager.default.createSymbolicLink(atPath: root.file("loop2"), withDestinationPath: "loop1")
+        XCTAssertThrowsError(try TempFile(destination: root.file("loop1") + "/f", jobID: 8)
+            .checkNoNewLinks(since: Int(Date().timeIntervalSince1970 * 1000) + 1000))
     }
 
     // MARK: Unnamed temp files (O_TMPFILE)

@@ -52,7 +52,9 @@ public struct TempFile: Sendable {
     /// Refuses a destination whose way there now runs through a symbolic link made after
     /// `since` (Unix ms). Links that existed when the job was added were checked then (see
     /// `DestinationResolver`); one made later (a folder swapped for a link) could lead outside
-    /// the output folder, so the download must not follow it.
+    /// the output folder, so the download must not follow it. The way is resolved as the kernel
+    /// resolves it: through each link's target, whose own links are checked too (an old link to a
+    /// folder that was later swapped for a new link is refused).
     ///
     /// A file's change time comes from the kernel's coarse clock, which runs up to one tick
     /// (often 4 ms) behind the clock `since` was read from: a link made just after the add can
@@ -63,16 +65,34 @@ public struct TempFile: Sendable {
         let folder = destination.parentFolder
         if haul_way_has_no_links(folder) == 1 { return }
         let since = since - Self.coarseClockTick
-        var current = ""
-        for component in folder.split(separator: "/") {
-            current += "/" + component
+        var pending = folder.split(separator: "/").map(String.init)
+        var current = ""  // the way resolved so far, links followed
+        var followed = 0
+        while !pending.isEmpty {
+            let component = pending.removeFirst()
+            if component == "." { continue }
+            if component == ".." {
+                current = current.parentFolder
+                if current == "/" { current = "" }
+                continue
+            }
+            let next = current + "/" + component
             var info = stat()
-            guard lstat(current, &info) == 0 else { return }  // the rest does not exist yet
-            guard (info.st_mode & S_IFMT) == S_IFLNK else { continue }
+            guard lstat(next, &info) == 0 else { return }  // the rest does not exist yet
+            guard (info.st_mode & S_IFMT) == S_IFLNK else { current = next; continue }
             let changed = Int(info.st_ctim.tv_sec) * 1000 + Int(info.st_ctim.tv_nsec) / 1_000_000
             if changed >= since {
-                throw TransferIOError("refused: \(current) became a symbolic link after the job was added, so \(destination) could lie outside the output folder")
+                throw TransferIOError("refused: \(next) became a symbolic link after the job was added, so \(destination) could lie outside the output folder")
             }
+            followed += 1
+            var target = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let length = readlink(next, &target, target.count - 1)
+            guard followed <= 40, length > 0 else {
+                throw TransferIOError("refused: the way to \(destination) runs through \(next), a symbolic link that cannot be followed")
+            }
+            let text = String(decoding: target[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if text.hasPrefix("/") { current = "" }
+            pending = text.split(separator: "/").map(String.init) + pending
         }
     }
 
