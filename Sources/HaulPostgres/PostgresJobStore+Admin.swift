@@ -74,6 +74,11 @@ extension PostgresJobStore {
         }
     }
 
+    public func identity() throws -> Int {
+        // Migrations/postgres/0005_queue_identity.sql.
+        try one("SELECT value FROM queue_settings WHERE name = 'identity'").int(0)
+    }
+
     public func jobFolders() throws -> Set<String> {
         // Recorded by `add` (Migrations/postgres/0002_job_folders.sql): no scan of the jobs.
         Set(try rows("SELECT folder FROM job_folders").map { JobBatch.folder(recorded: $0.string(0)) })

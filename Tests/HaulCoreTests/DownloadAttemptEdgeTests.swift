@@ -44,7 +44,7 @@ final class DownloadAttemptEdgeTests: XCTestCase {
 
     /// The temp file for `out/NAME`, holding `partial` as an earlier attempt left it (nil: none).
     private func tempFile(_ name: String, holding partial: Data? = nil) throws -> TempFile {
-        let temp = TempFile(destination: folder.file(name), jobID: 1)
+        let temp = TempFile(destination: folder.file(name), jobID: 1, queue: 0)
         if let partial { try partial.write(to: URL(fileURLWithPath: temp.path)) }
         return temp
     }

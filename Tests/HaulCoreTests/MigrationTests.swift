@@ -119,6 +119,10 @@ final class MigrationTests: XCTestCase {
                     // From version 12 on, running jobs are not counted in job_totals.
                     try old.execute("UPDATE job_totals SET jobs = 0, expected_bytes = 0, received_bytes = 0, unknown_size = 0 WHERE state = 'running'")
                 }
+                if applied >= 13 {
+                    // From version 13 on, haul's own add records the jobs' folders.
+                    try old.execute("INSERT INTO job_folders (folder) VALUES ('/d/')")
+                }
             }
             let database = try Database(path: path)
             XCTAssertEqual(try Migrator.appliedVersions(database).map(\.version), Migration.embedded.map(\.version), "from v\(applied)")
@@ -139,6 +143,8 @@ final class MigrationTests: XCTestCase {
             try assertCountersConsistent(database)
             // The folders of jobs added before 0013 are recorded, for the sweep of orphaned temp files.
             XCTAssertEqual(try JobQueue(database: database).jobFolders(), ["/d"], "from v\(applied)")
+            // A queue that held jobs keeps the temp file names it had (identity 0, from 0014).
+            XCTAssertEqual(try JobQueue(database: database).identity(), 0, "from v\(applied)")
             // A sha256 stored before 0006 is still the job's checksum.
             let checksums = try database.rows("SELECT url, checksum FROM jobs WHERE checksum IS NOT NULL ORDER BY id") {
                 "\($0.string(0)) \($0.string(1))"
@@ -155,6 +161,28 @@ final class MigrationTests: XCTestCase {
             XCTAssertEqual(try queue.status().counts[.running], 4)
             XCTAssertEqual(try QueueInvariants.integrityCheck(database), ["ok"])
         }
+    }
+
+    /// A queue made before queues had an identity keeps 0 when it holds jobs, so its temp files
+    /// keep their names (and partial downloads resume after the upgrade); an empty one gets a
+    /// random identity.
+    func testUpgradedQueueWithJobsKeepsTheTempFileNamesItHad() throws {
+        let directory = try makeTempDirectory()
+        let before = Array(Migration.embedded.prefix { $0.name < "0014" })
+        XCTAssertEqual(before.count, 13)
+        let withJobs = directory.file("jobs.db")
+        do {
+            let old = try Database(path: withJobs, migrations: before)
+            try old.execute("INSERT INTO hosts (id, host) VALUES (1, 'a.example:443')")
+            try old.execute("""
+                INSERT INTO jobs (id, url, host_id, destination, destination_key, created_at, updated_at)
+                VALUES (1, 'https://a.example/x', 1, '/d/x', 1, 1, 1)
+                """)
+        }
+        XCTAssertEqual(try JobQueue(path: withJobs).identity(), 0)
+        let empty = directory.file("empty.db")
+        _ = try Database(path: empty, migrations: before)
+        XCTAssertNotEqual(try JobQueue(path: empty).identity(), 0)
     }
 
     func testStateCheckHoldsWithoutATemporaryTable() throws {

@@ -54,6 +54,17 @@ import Testing
         #expect(job.state == .queued && job.attempts == 0 && job.host == "a.example:443" && job.url == "https://a.example/x.iso")
     }
 
+    /// A queue's identity (which names its temp files) is not 0, the same for every connection
+    /// to it and on every read, and another queue's differs.
+    @Test(arguments: StoreKind.allCases) func eachQueueHasItsOwnIdentity(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let (one, two) = (try fixture.open(), try fixture.open())
+        let identity = try one.identity()
+        #expect(identity != 0)
+        #expect(try two.identity() == identity && one.identity() == identity)
+        #expect(try StoreFixture(kind).open().identity() != identity)
+    }
+
     @Test(arguments: StoreKind.allCases) func addingKeepsChecksumsProfilesAndPolicies(_ kind: StoreKind) throws {
         let fixture = try StoreFixture(kind)
         let store = try fixture.open()

@@ -8,7 +8,7 @@ import HaulTestSupport
 /// not trusted) before any rename, and a file that cannot be checked is not placed.
 final class VerifiedFileTests: XCTestCase {
     private func verifiedFile(_ name: String, in folder: TempDirectory, bytes: String) throws -> VerifiedFile {
-        let temp = TempFile(destination: folder.file(name), jobID: name.count)
+        let temp = TempFile(destination: folder.file(name), jobID: name.count, queue: 0)
         let (descriptor, _) = try temp.open()
         XCTAssertEqual(bytes.utf8.withContiguousStorageIfAvailable { write(descriptor, $0.baseAddress, $0.count) }, bytes.utf8.count)
         return VerifiedFile(temp: temp, descriptor: descriptor, bytes: Int64(bytes.utf8.count), status: 200)
@@ -53,23 +53,23 @@ final class VerifiedFileTests: XCTestCase {
         let real = root.file("real")
         try FileManager.default.createDirectory(atPath: real + "/deep", withIntermediateDirectories: true)
         XCTAssertEqual(haul_way_has_no_links(real + "/deep"), 1)
-        XCTAssertNoThrow(try TempFile(destination: real + "/deep/f", jobID: 1).checkNoNewLinks(since: Int(Date().timeIntervalSince1970 * 1000)))
+        XCTAssertNoThrow(try TempFile(destination: real + "/deep/f", jobID: 1, queue: 0).checkNoNewLinks(since: Int(Date().timeIntervalSince1970 * 1000)))
         // An old link: made, then the job added a second later.
         try FileManager.default.createSymbolicLink(atPath: root.file("old"), withDestinationPath: real)
         let afterOld = Int(Date().timeIntervalSince1970 * 1000) + 1000
         XCTAssertEqual(haul_way_has_no_links(root.file("old") + "/deep"), 0, "a link on the way is seen")
-        XCTAssertNoThrow(try TempFile(destination: root.file("old") + "/deep/f", jobID: 2).checkNoNewLinks(since: afterOld))
+        XCTAssertNoThrow(try TempFile(destination: root.file("old") + "/deep/f", jobID: 2, queue: 0).checkNoNewLinks(since: afterOld))
         // A new link: the job was added a second before it was made.
         let beforeNew = Int(Date().timeIntervalSince1970 * 1000) - 1000
         try FileManager.default.createSymbolicLink(atPath: root.file("new"), withDestinationPath: real)
-        XCTAssertThrowsError(try TempFile(destination: root.file("new") + "/deep/f", jobID: 3).checkNoNewLinks(since: beforeNew)) { error in
+        XCTAssertThrowsError(try TempFile(destination: root.file("new") + "/deep/f", jobID: 3, queue: 0).checkNoNewLinks(since: beforeNew)) { error in
             XCTAssertTrue(String(describing: error).contains("became a symbolic link"), "\(error)")
         }
         // Deeper on the way, and the last folder itself.
         try FileManager.default.createSymbolicLink(atPath: real + "/link", withDestinationPath: real + "/deep")
-        XCTAssertThrowsError(try TempFile(destination: real + "/link/f", jobID: 4).checkNoNewLinks(since: beforeNew))
+        XCTAssertThrowsError(try TempFile(destination: real + "/link/f", jobID: 4, queue: 0).checkNoNewLinks(since: beforeNew))
         // A way that does not exist yet passes: its folders are made, not followed.
-        XCTAssertNoThrow(try TempFile(destination: real + "/missing/more/f", jobID: 5).checkNoNewLinks(since: beforeNew))
+        XCTAssertNoThrow(try TempFile(destination: real + "/missing/more/f", jobID: 5, queue: 0).checkNoNewLinks(since: beforeNew))
         // An old link whose target folder was later swapped for a new link: the way is followed
         // through the old link's target, relative and absolute, and the new link is seen there.
         let target = root.file("target")
@@ -80,20 +80,20 @@ final class VerifiedFileTests: XCTestCase {
         // passed the add by two ticks of the coarse clock file times come from.
         func now() -> Int { Int(Date().timeIntervalSince1970 * 1000) }
         let added = now() + 2 * TempFile.coarseClockTick + 1
-        XCTAssertNoThrow(try TempFile(destination: root.file("alias") + "/f", jobID: 6).checkNoNewLinks(since: added))
-        XCTAssertNoThrow(try TempFile(destination: root.file("absolute") + "/f", jobID: 6).checkNoNewLinks(since: added))
+        XCTAssertNoThrow(try TempFile(destination: root.file("alias") + "/f", jobID: 6, queue: 0).checkNoNewLinks(since: added))
+        XCTAssertNoThrow(try TempFile(destination: root.file("absolute") + "/f", jobID: 6, queue: 0).checkNoNewLinks(since: added))
         while now() < added + 2 * TempFile.coarseClockTick { usleep(500) }
         try FileManager.default.removeItem(atPath: target)
         try FileManager.default.createSymbolicLink(atPath: target, withDestinationPath: "/tmp")
         for name in ["alias", "absolute"] {
-            XCTAssertThrowsError(try TempFile(destination: root.file(name) + "/f", jobID: 7).checkNoNewLinks(since: added)) { error in
+            XCTAssertThrowsError(try TempFile(destination: root.file(name) + "/f", jobID: 7, queue: 0).checkNoNewLinks(since: added)) { error in
                 XCTAssertTrue(String(describing: error).contains("\(target) became a symbolic link"), "\(name): \(error)")
             }
         }
         // A loop of old links is refused, not followed for ever.
         try FileManager.default.createSymbolicLink(atPath: root.file("loop1"), withDestinationPath: "loop2")
         try FileManager.default.createSymbolicLink(atPath: root.file("loop2"), withDestinationPath: "loop1")
-        XCTAssertThrowsError(try TempFile(destination: root.file("loop1") + "/f", jobID: 8)
+        XCTAssertThrowsError(try TempFile(destination: root.file("loop1") + "/f", jobID: 8, queue: 0)
             .checkNoNewLinks(since: Int(Date().timeIntervalSince1970 * 1000) + 1000))
     }
 
@@ -105,7 +105,7 @@ final class VerifiedFileTests: XCTestCase {
     }
 
     private func unnamedAttempt(_ name: String, in folder: TempDirectory, validator: Validator? = nil) throws -> DownloadAttempt {
-        let attempt = try DownloadAttempt(temp: TempFile(destination: folder.file(name), jobID: 7), expectedChecksum: nil,
+        let attempt = try DownloadAttempt(temp: TempFile(destination: folder.file(name), jobID: 7, queue: 0), expectedChecksum: nil,
                                           storedValidator: validator, storedTotal: nil, unnamed: true)
         XCTAssertEqual(tempNames(in: folder), [], "a fresh download starts with no name in the folder")
         return attempt
@@ -186,7 +186,7 @@ final class VerifiedFileTests: XCTestCase {
     func testAnUnnamedAttemptThatCannotTakeTheNameReportsNothingResumable() throws {
         let folder = try makeTempDirectory()
         let first = try unnamedAttempt("shared.bin", in: folder)
-        let second = try DownloadAttempt(temp: TempFile(destination: folder.file("shared.bin"), jobID: 7), expectedChecksum: nil,
+        let second = try DownloadAttempt(temp: TempFile(destination: folder.file("shared.bin"), jobID: 7, queue: 0), expectedChecksum: nil,
                                          storedValidator: nil, storedTotal: nil, unnamed: true)
         for (attempt, etag) in [(first, "\"v1\""), (second, "\"v2\"")] {
             _ = attempt.head(ResponseHead(status: 200, headers: ["Content-Length": "100", "ETag": etag], url: nil))

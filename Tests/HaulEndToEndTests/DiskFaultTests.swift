@@ -12,7 +12,7 @@ final class DiskFaultTests: XCTestCase {
     /// The temp file path of job `id` (as haul names it), from the job's destination.
     private func tempPath(_ h: RunHarness, job id: Int) throws -> String {
         let destination = try XCTUnwrap(try h.show(id)["destination"] as? String)
-        return TempFile(destination: destination, jobID: id).path
+        return try h.tempFile(destination, job: id).path
     }
 
     private func outputFilesExceptFiller(_ h: RunHarness) -> [String] {

@@ -88,4 +88,47 @@ final class RefreshTests: XCTestCase {
         XCTAssertEqual(h.contents("r.bin"), mine)
         XCTAssertEqual(server.requests(path: "/r.bin").last?.headers["If-None-Match"], "\"3000\"", "asked with its validator")
     }
+
+    /// A refresh replaces haul's own file only if it is still haul's when the new version is
+    /// placed: a user who writes the file (in place, or by moving another over it) while the
+    /// download runs keeps what they wrote, and the job says so (kept).
+    func testAFileTheUserWritesDuringARefreshIsKept() throws {
+        for how in ["in place", "moved over"] {
+            let h = try RunHarness(self)
+            let server = try FaultServer(host: "127.0.0.1")
+            defer { server.stop() }
+            let first = runTestData(6_000, seed: 57)
+            let newer = runTestData(7_000, seed: 58)
+            let gate = FaultServer.Gate()
+            server.route("/f.bin", sequence: [
+                FaultServer.file(first, etag: "\"1\""),
+                { request in
+                    gate.wait(timeout: 20)
+                    return FaultServer.fileResponse(newer, request: request, etag: "\"2\"")
+                },
+            ])
+            try h.add([server.url("/f.bin").absoluteString])
+            XCTAssertEqual(try h.run(["run"]).status, 0, how)
+            XCTAssertEqual(try h.run(["refresh", "1"]).status, 0, how)
+            let child = try h.start(["run", "--json"])
+            XCTAssertTrue(server.waitForRequests(count: 2, path: "/f.bin"), how)
+            let mine = Data("the user's own words\n".utf8)
+            if how == "in place" {
+                let handle = try XCTUnwrap(FileHandle(forWritingAtPath: h.out + "/f.bin"), how)
+                try handle.truncate(atOffset: 0)
+                try handle.write(contentsOf: mine)
+                try handle.close()
+            } else {
+                let other = try h.temp.write("mine.bin", mine)
+                XCTAssertEqual(rename(other, h.out + "/f.bin"), 0, how)
+            }
+            gate.open()
+            let result = child.wait(timeout: 30)
+
+            XCTAssertEqual(result.status, 0, "\(how): \(result.stdoutText)\(result.stderrText)")
+            XCTAssertEqual(h.contents("f.bin"), mine, "\(how): the user's file was replaced by the refresh")
+            XCTAssertEqual(h.outputFiles(), ["f.bin"], how)
+            XCTAssertEqual(try h.show(1)["kept"] as? Bool, true, how)
+        }
+    }
 }

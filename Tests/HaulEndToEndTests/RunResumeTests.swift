@@ -85,6 +85,50 @@ final class RunResumeTests: XCTestCase {
 
     /// Version A is cut short; then the resource is B. The server honours If-Range, so the resume
     /// request gets the whole of B: the file must be B, never A's head with B's tail.
+    /// Two queues (two databases) whose job 1 goes to the same destination: each resumes from
+    /// its own partial file only. Queue B's attempt stops with 50 KB of B, queue A's with 120 KB
+    /// of A; B then resumes from its 50 KB. (When the temp file's name held only the job number
+    /// and destination, B took A's 120 KB for its own, asked for the rest with its own ETag, and
+    /// placed A's bytes followed by B's.)
+    func testTwoQueuesNeverResumeFromEachOthersPartialFile() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let bodyA = runTestData(300_000, seed: 26)
+        let bodyB = runTestData(300_000, seed: 27)
+        server.route("/a.bin", sequence: [
+            { request in FaultServer.fileResponse(bodyA, request: request, etag: "\"a\"").truncated(afterBytes: 120_000) },
+            FaultServer.file(bodyA, etag: "\"a\""),
+        ])
+        server.route("/b.bin", sequence: [
+            { request in FaultServer.fileResponse(bodyB, request: request, etag: "\"b\"").truncated(afterBytes: 50_000) },
+            FaultServer.file(bodyB, etag: "\"b\""),
+        ])
+        let dbB = h.temp.file("b.db")
+        func haulOn(_ db: String, _ arguments: [String]) throws -> ProcessResult {
+            try HaulProcess.run(h.haul, arguments + ["--db", db], currentDirectory: h.temp.path, timeout: 30)
+        }
+        XCTAssertEqual(try haulOn(h.db, ["add", server.url("/a.bin").absoluteString + " out=file.bin", "-d", h.out]).status, 0)
+        XCTAssertEqual(try haulOn(dbB, ["add", server.url("/b.bin").absoluteString + " out=file.bin", "-d", h.out]).status, 0)
+        /// Runs the queue at `db` until its first attempt has failed with a partial file, then
+        /// interrupts it (the job goes back to the queue, its partial file kept).
+        func interruptedAfterFirstAttempt(_ db: String) throws {
+            let child = try HaulProcess.start(h.haul, ["run", "--json", "--db", db], currentDirectory: h.temp.path)
+            XCTAssertTrue(child.waitForOutput("\"event\":\"retry\"", timeout: 20), "no retry was scheduled")
+            kill(child.processIdentifier, SIGINT)
+            let result = child.wait(timeout: 30)
+            XCTAssertEqual(result.status, 130, result.stdoutText + result.stderrText)
+        }
+        try interruptedAfterFirstAttempt(dbB)
+        try interruptedAfterFirstAttempt(h.db)
+        XCTAssertEqual(h.tempFiles().count, 2, "each queue keeps its own partial file: \(h.tempFiles())")
+
+        let finished = try haulOn(dbB, ["run", "--quiet"])
+        XCTAssertEqual(finished.status, 0, finished.stdoutText + finished.stderrText)
+        XCTAssertEqual(h.contents("file.bin"), bodyB, "queue B's file must be B's bytes alone")
+        XCTAssertEqual(server.requests(path: "/b.bin").last?.header("Range"), "bytes=50000-", "B resumed from its own bytes")
+    }
+
     func testChangedResourceIsNeverSpliced() throws {
         let h = try RunHarness(self)
         let server = try FaultServer(host: "127.0.0.1")

@@ -60,6 +60,11 @@ final class RunHarness {
         return try XCTUnwrap(try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any], file: file, line: line)
     }
 
+    /// The temp file haul names for job `id` going to `destination` in this harness's (SQLite) queue.
+    func tempFile(_ destination: String, job id: Int) throws -> TempFile {
+        TempFile(destination: destination, jobID: id, queue: try JobQueue(path: db, mode: .mustExist).identity())
+    }
+
     /// Every haul temp file (`.haul-*.part`) under the output folder, as paths relative to it.
     func tempFiles() -> [String] {
         guard let walker = FileManager.default.enumerator(atPath: out) else { return [] }

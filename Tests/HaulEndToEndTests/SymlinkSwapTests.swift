@@ -26,7 +26,7 @@ final class SymlinkSwapTests: XCTestCase {
         try original.write(to: URL(fileURLWithPath: outside))
         try h.add([server.url("/a.bin").absoluteString, server.url("/b.bin").absoluteString])
         let destination = try XCTUnwrap(try h.show(1)["destination"] as? String)
-        let temp = TempFile(destination: destination, jobID: 1).path
+        let temp = try h.tempFile(destination, job: 1).path
         try plant(temp, outside)
 
         let result = try h.run(["run"], timeout: 20)

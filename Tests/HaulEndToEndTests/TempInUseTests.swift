@@ -14,7 +14,7 @@ final class TempInUseTests: XCTestCase {
         server.route("/held.bin", FaultServer.file(data))
         try h.add([server.url("/held.bin").absoluteString])
         // Hold the lock haul takes on the job's temp file, as a stalled worker would.
-        let temp = TempFile(destination: h.out + "/held.bin", jobID: 1)
+        let temp = try h.tempFile(h.out + "/held.bin", job: 1)
         let fd = open(temp.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         XCTAssertGreaterThanOrEqual(fd, 0)
         XCTAssertEqual(flock(fd, LOCK_EX | LOCK_NB), 0)

@@ -59,13 +59,14 @@ public final class DownloadEngine: Sendable {
     public func run() async throws -> RunSummary {
         let started = Date()
         let cap = options.perHost
-        let removed = try await store.perform { store -> Int in
+        let (identity, removed) = try await store.perform { store -> (Int, Int) in
             if let cap { try store.setHostCap(cap, host: nil) }
             try Startup.reclaimDeadOwners(store)
-            return try Startup.removeOrphanedTempFiles(store)
+            let identity = try store.identity()
+            return (identity, try Startup.removeOrphanedTempFiles(store, queueIdentity: identity))
         }
         if removed > 0 { runner.emit(.warning("removed \(removed) temp files that no job owns any more")) }
-        var summary = try await runner.run()
+        var summary = try await runner.run(queueIdentity: identity)
         summary.elapsed = Date().timeIntervalSince(started)
         let owner = ProcessIdentity.current.description
         summary.finalCounts = try await store.perform { store in
@@ -107,6 +108,8 @@ private final class Runner: @unchecked Sendable {
         var dropped = false
     }
     private var preparing: [String: Preparing] = [:]
+    /// The queue's identity (`JobStore.identity`), set when the run begins: names temp files.
+    private var queueIdentity = 0
     private var preparations = 0
     /// Events waiting for the core (see `process`).
     private var incoming: [EngineCore.Event] = []
@@ -155,9 +158,11 @@ private final class Runner: @unchecked Sendable {
         self.emit = emit
     }
 
-    func run() async throws -> RunSummary {
+    /// `queueIdentity`: the store's (`JobStore.identity`), which names its temp files.
+    func run(queueIdentity: Int) async throws -> RunSummary {
         try await withCheckedThrowingContinuation { continuation in
             queue.enqueue {
+                self.queueIdentity = queueIdentity
                 if let summary = self.finished {
                     continuation.resume(returning: summary)  // stopped before it began
                     return
@@ -275,7 +280,7 @@ private final class Runner: @unchecked Sendable {
                 forget(token)
             }
         case .removeTemp(let lease):
-            TempFile(destination: lease.job.destination, jobID: lease.jobID).remove()
+            TempFile(destination: lease.job.destination, jobID: lease.jobID, queue: queueIdentity).remove()
         case .drop(let token):
             files.removeValue(forKey: token)?.file.close()
         case .report(let event):
@@ -308,8 +313,9 @@ private final class Runner: @unchecked Sendable {
         preparations &+= 1
         let generation = preparations
         preparing[lease.token] = Preparing(generation: generation)
+        let queueIdentity = queueIdentity
         prepareQueues[generation % prepareQueues.count].async { [self] in
-            let preparation = prepareFiles(lease)
+            let preparation = prepareFiles(lease, queueIdentity: queueIdentity)
             queue.enqueue { [self] in
                 let entry = preparing[lease.token]
                 let current = entry?.generation == generation
@@ -354,12 +360,12 @@ private final class Runner: @unchecked Sendable {
     }
 
     /// Looks at what is at the destination, opens the temp file and decides how to resume.
-    /// Runs on a `prepareQueues` queue: it reads only constants (`options`) and sends events through the
-    /// queue, never touching this runner's state.
-    private func prepareFiles(_ lease: Lease) -> Preparation {
+    /// Runs on a `prepareQueues` queue: it reads only constants (`options`) and its arguments, and
+    /// sends events through the queue, never touching this runner's state.
+    private func prepareFiles(_ lease: Lease, queueIdentity: Int) -> Preparation {
         let job = lease.job
         let token = lease.token
-        let temp = TempFile(destination: job.destination, jobID: job.id)
+        let temp = TempFile(destination: job.destination, jobID: job.id, queue: queueIdentity)
         do {
             try temp.checkNoNewLinks(since: job.createdAt)
         } catch {
@@ -383,13 +389,18 @@ private final class Runner: @unchecked Sendable {
         var conditional: DownloadAttempt.Conditional? = nil
         // A file haul placed beside the destination (rename) is looked for where it went.
         let found: ExistingFile.Found
+        // Haul's own file is replaced (a refresh) only if it is still unchanged when the download
+        // is placed: a user who writes there meanwhile keeps their file, as `policy` says.
         if let beside = job.placed?.path, ExistingFile.examine(beside, placed: job.placed) == .haulsOwn {
             found = .haulsOwn
-            mode = .replaceAt(beside)
+            mode = policy == .replace ? .replaceAt(beside) : .replaceOwn(beside: beside, placed: job.placed, mark: nil, otherwise: mode)
         } else {
-            found = ExistingFile.examine(job.destination, placed: job.placed?.path == nil ? job.placed : nil,
-                                         mark: ExistingFile.mark(for: job))
-            if found == .haulsOwn { mode = .replace }
+            let placed = job.placed?.path == nil ? job.placed : nil
+            let mark = ExistingFile.mark(for: job)
+            found = ExistingFile.examine(job.destination, placed: placed, mark: mark)
+            if found == .haulsOwn {
+                mode = policy == .replace ? .replace : .replaceOwn(beside: nil, placed: placed, mark: mark, otherwise: mode)
+            }
         }
         switch found {
         case .nothing:

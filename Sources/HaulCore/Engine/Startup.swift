@@ -5,7 +5,9 @@ import Foundation
 ///
 /// Guarantees: only owners on this machine and boot whose process is gone are reclaimed (see
 /// `ProcessIdentity.isDead`); a temp file is removed only when it is a regular file, not locked
-/// by another process, and no queued or running job owns it.
+/// by another process, and no queued or running job owns it: it is this queue's name for a job
+/// that ended, or names a job number the queue does not have. A name another queue gives its
+/// job of the same number (see `TempFile`) is left alone.
 enum Startup {
     static func reclaimDeadOwners(_ store: any JobStore) throws {
         let dead = try store.leaseOwners().filter { text in
@@ -16,7 +18,7 @@ enum Startup {
     }
 
     /// Removes `.haul-*.part` files that no queued or running job owns; returns how many.
-    static func removeOrphanedTempFiles(_ store: any JobStore) throws -> Int {
+    static func removeOrphanedTempFiles(_ store: any JobStore, queueIdentity: Int) throws -> Int {
         var removed = 0
         // Memory: one entry per distinct folder, not per job.
         for folder in try store.jobFolders() {
@@ -24,9 +26,11 @@ enum Startup {
             for name in names {
                 guard let (id, _) = TempFile.jobID(fromName: name) else { continue }
                 let path = folder + "/" + name
-                if let job = try store.job(id: id), job.state == .queued || job.state == .running,
-                   TempFile(destination: job.destination, jobID: id).path == path {
-                    continue  // still someone's partial file
+                if let job = try store.job(id: id) {
+                    // Another queue's name for a job of the same number (its identity differs):
+                    // that queue's partial file, not this one's to remove.
+                    guard TempFile(destination: job.destination, jobID: id, queue: queueIdentity).path == path else { continue }
+                    if job.state == .queued || job.state == .running { continue }  // still a partial file to resume
                 }
                 // Only a regular file of ours: a link is not followed, a FIFO not waited on; a
                 // file another haul process holds a lock on (another queue writing into the same

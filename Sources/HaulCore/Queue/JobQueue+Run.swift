@@ -28,6 +28,11 @@ extension JobQueue {
         return [retry, pause].compactMap { $0 }.min()
     }
 
+    public func identity() throws -> Int {
+        // Migrations/0014_queue_identity.sql.
+        try database.scalarInt("SELECT value FROM queue_settings WHERE name = 'identity'")
+    }
+
     public func jobFolders() throws -> Set<String> {
         // Recorded by `add` (Migrations/0013_job_folders.sql): no scan of the jobs.
         Set(try database.rows("SELECT folder FROM job_folders") { JobBatch.folder(recorded: $0.string(0)) })

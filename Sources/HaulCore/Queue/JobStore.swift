@@ -42,6 +42,10 @@ public protocol JobStore: AnyObject {
     /// each: as many as there are folders, whatever the number of jobs. Recorded as jobs are
     /// added, so reading them reads no job (a run's start asks for them).
     func jobFolders() throws -> Set<String>
+    /// The queue's identity, the same for every process and worker on it, and different from
+    /// every other queue's (random, made with the queue; 0 for a queue made by a haul before it
+    /// had one): mixed into the names of its temp files (see `TempFile`).
+    func identity() throws -> Int
     func profile(id: Int) throws -> RequestProfile?
     func status() throws -> QueueStatus
     /// A snapshot that may be a few seconds old, cheaper than `status()` on a store where counting

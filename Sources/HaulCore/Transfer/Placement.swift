@@ -12,7 +12,7 @@ import Foundation
 /// placed or not; one file's failure does not fail the others.
 public enum Placement {
     /// How a file goes into place.
-    public enum Mode: Sendable, Equatable {
+    public indirect enum Mode: Sendable, Equatable {
         /// Over whatever is there (haul's own earlier file, or `--if-exists replace`).
         case replace
         /// Only where nothing is: a file there is kept, the download dropped.
@@ -22,6 +22,11 @@ public enum Placement {
         /// Over haul's own file placed beside the destination earlier (a refresh of a job placed
         /// by `rename`).
         case replaceAt(String)
+        /// A refresh: over haul's own file at `beside` (nil: at the destination) while it is still
+        /// haul's own, unchanged since it was placed (`placed`, or its `mark`), as it was when
+        /// the download began; else, the user having written there meanwhile, as `otherwise`
+        /// says (their file is never replaced unless they asked for it).
+        case replaceOwn(beside: String?, placed: PlacedFile?, mark: String?, otherwise: Mode)
     }
 
     /// What a move did.

@@ -5,8 +5,9 @@ import Synchronization
 /// The hidden file a download is written to, beside its destination, so the final rename is
 /// atomic (same folder, same file system).
 ///
-/// Guarantees: the name is stable for a job and destination (`.haul-<job>-<hash>.part`), so a
-/// later attempt, run or process finds it to resume; it is renamed over the destination only
+/// Guarantees: the name is stable for a job and destination (`.haul-<job>-<hash>.part`, the hash
+/// of the destination and the queue's identity), so a later attempt, run or process on the queue
+/// finds it to resume, and another queue's job of the same number and destination never does; it is renamed over the destination only
 /// once its bytes are durable (see `VerifiedFile`), and the rename is then made durable with its
 /// folder — a reader of the destination sees the old state or the whole new file, never a part.
 ///
@@ -26,10 +27,12 @@ public struct TempFile: Sendable {
     public let path: String
     public let destination: String
 
-    public init(destination: String, jobID: Int) {
+    /// The temp file of job `jobID` of the queue whose identity is `queue` (`JobStore.identity`;
+    /// 0 for a queue made before queues had one, whose names stay as they were).
+    public init(destination: String, jobID: Int, queue: Int) {
         self.destination = destination
         let folder = destination.parentFolder
-        let hash = String(FNV1a.hash(destination), radix: 16)
+        let hash = String(FNV1a.hash(queue == 0 ? destination : "\(queue):\(destination)"), radix: 16)
         path = (folder.isEmpty ? "" : folder + "/") + "\(Self.prefix)\(jobID)-\(hash)\(Self.suffix)"
     }
 
@@ -214,6 +217,15 @@ public struct TempFile: Sendable {
     /// the name holds now was never checked). The caller must have made the file's bytes durable
     /// first (see `VerifiedFile`).
     func moveIntoPlace(descriptor fd: Int32, mode: Placement.Mode, unnamed: Bool = false) throws -> Placement.Moved {
+        var mode = mode
+        if case .replaceOwn(let beside, let placed, let mark, let otherwise) = mode {
+            // Looked at again just before the move: the user may have written there since.
+            let target = beside ?? destination
+            switch ExistingFile.examine(target, placed: placed, mark: mark) {
+            case .nothing, .haulsOwn: mode = beside.map { .replaceAt($0) } ?? .replace
+            case .usersFile: mode = otherwise
+            }
+        }
         let replacing = mode == .replace || { if case .replaceAt = mode { true } else { false } }()
         if unnamed {
             // Linked where nothing is, a taken name fails the link (so a folder there is looked
@@ -243,6 +255,8 @@ public struct TempFile: Sendable {
             return false
         }
         switch mode {
+        case .replaceOwn:
+            preconditionFailure("resolved above")
         case .replace, .replaceAt:
             let target: String
             if case .replaceAt(let beside) = mode { target = beside } else { target = destination }
