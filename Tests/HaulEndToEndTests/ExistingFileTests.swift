@@ -130,8 +130,9 @@ final class ExistingFileTests: XCTestCase {
 
     /// A file haul moved into place whose record a kill -9 prevented carries haul's mark for its
     /// job: the next run knows it as its own (it replaces it, instead of placing a copy beside
-    /// it under rename, or keeping it as the user's under skip). A file with another mark is
-    /// the user's.
+    /// it under rename, or keeping it as the user's under skip), also where rename put it
+    /// beside the user's file (`NAME.1.EXT`: replaced there, no `NAME.2.EXT`). A file with
+    /// another mark is the user's.
     func testAFileHaulPlacedButDidNotRecordIsKnownByItsMark() throws {
         let h = try RunHarness(self)
         let server = try FaultServer(host: "127.0.0.1")
@@ -139,7 +140,8 @@ final class ExistingFileTests: XCTestCase {
         let theirs = runTestData(5_000, seed: 6)
         server.route("/ours.bin", FaultServer.file(theirs))
         server.route("/other.bin", FaultServer.file(theirs))
-        let list = try h.temp.write("marks.txt", Data("\(server.url("/ours.bin").absoluteString)\n\(server.url("/other.bin").absoluteString)\n".utf8))
+        server.route("/beside.bin", FaultServer.file(theirs))
+        let list = try h.temp.write("marks.txt", Data(["/ours.bin", "/other.bin", "/beside.bin"].map { server.url($0).absoluteString + "\n" }.joined().utf8))
         XCTAssertEqual(try h.run(["add", "-i", list, "-d", h.out, "--if-exists", "rename"]).status, 0)
         let queue = try JobQueue(path: h.db, mode: .mustExist)
         let ours = try XCTUnwrap(try queue.job(id: 1))
@@ -147,6 +149,13 @@ final class ExistingFileTests: XCTestCase {
         _ = try plant(h, "other.bin")
         try setMark(h.out + "/ours.bin", ExistingFile.mark(jobID: ours.id, createdAt: ours.createdAt))
         try setMark(h.out + "/other.bin", ExistingFile.mark(jobID: 2, createdAt: 0))
+        // Job 3's file went beside the user's (under rename), then a kill came before the record.
+        let beside = try XCTUnwrap(try queue.job(id: 3))
+        _ = try plant(h, "beside.bin")
+        _ = try plant(h, "beside.1.bin", Data("an older download".utf8))
+        try setMark(h.out + "/beside.1.bin", ExistingFile.mark(jobID: 3, createdAt: 0))  // another job's mark
+        _ = try plant(h, "beside.2.bin", Data("haul's, unrecorded".utf8))
+        try setMark(h.out + "/beside.2.bin", ExistingFile.mark(jobID: beside.id, createdAt: beside.createdAt))
 
         XCTAssertEqual(try h.run(["run"]).status, 0)
 
@@ -154,6 +163,11 @@ final class ExistingFileTests: XCTestCase {
         XCTAssertNil(h.contents("ours.1.bin"), "no copy beside haul's own file")
         XCTAssertEqual(h.contents("other.bin"), mine, "another mark: the user's file")
         XCTAssertEqual(h.contents("other.1.bin"), theirs)
+        XCTAssertEqual(h.contents("beside.2.bin"), theirs, "haul's own file beside the user's is replaced where it is")
+        XCTAssertNil(h.contents("beside.3.bin"), "no copy beside haul's own file")
+        XCTAssertEqual(h.contents("beside.bin"), mine)
+        XCTAssertEqual(h.contents("beside.1.bin"), Data("an older download".utf8))
+        XCTAssertEqual(try h.show(3)["placed_at"] as? String, h.out + "/beside.2.bin", "the record says where it went")
     }
 
     /// Sets user.haul.job on `path` (with python3, as the test support has no xattr call).

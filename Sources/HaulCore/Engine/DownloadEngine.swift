@@ -394,6 +394,12 @@ private final class Runner: @unchecked Sendable {
         if let beside = job.placed?.path, ExistingFile.examine(beside, placed: job.placed) == .haulsOwn {
             found = .haulsOwn
             mode = policy == .replace ? .replaceAt(beside) : .replaceOwn(beside: beside, placed: job.placed, mark: nil, otherwise: mode)
+        } else if policy == .rename, job.placed == nil, case let mark = ExistingFile.mark(for: job),
+                  let beside = ExistingFile.markedBeside(job.destination, mark: mark) {
+            // Placed beside the user's file, then a crash came before the queue recorded where:
+            // the new download goes over it, not to the next free name.
+            found = .haulsOwn
+            mode = .replaceOwn(beside: beside, placed: nil, mark: mark, otherwise: mode)
         } else {
             let placed = job.placed?.path == nil ? job.placed : nil
             let mark = ExistingFile.mark(for: job)

@@ -38,6 +38,19 @@ public enum ExistingFile {
     /// job's id and when it was added, to the millisecond).
     public static func mark(jobID: Int, createdAt: Int) -> String { "\(jobID)@\(createdAt)" }
 
+    /// Where a file bearing `mark` lies beside `destination` (`NAME.1.EXT`, `NAME.2.EXT`…, as
+    /// `--if-exists rename` places them, up to the first free name), or nil: a job placed by
+    /// rename whose record was lost to a crash finds its file there.
+    public static func markedBeside(_ destination: String, mark: String) -> String? {
+        for number in 1...TempFile.besideLimit {
+            let candidate = TempFile.beside(destination, number)
+            var info = stat()
+            guard lstat(candidate, &info) == 0 else { return nil }
+            if (info.st_mode & S_IFMT) == S_IFREG, Self.mark(of: candidate) == mark { return candidate }
+        }
+        return nil
+    }
+
     /// The mark for `job`'s file.
     public static func mark(for job: Job) -> String { mark(jobID: job.id, createdAt: job.createdAt) }
 
