@@ -64,6 +64,12 @@ final class OpenFileLimitTests: XCTestCase {
         XCTAssertEqual(server.requestCount(), 0, "nothing fetched")
         XCTAssertEqual(try h.counts()["queued"], 20, "nothing taken off the queue")
 
+        // get refuses before it queues anything (a run that cannot start adds no job).
+        let get = try runLimited(h, soft: 700, hard: 900, ["get", "-j", "100", "-d", h.out, server.url("/extra.bin").absoluteString])
+        XCTAssertEqual(get.status, 1, get.stdoutText + get.stderrText)
+        XCTAssertTrue(get.stderrText.contains("lower -j") && !get.stderrText.contains("queued:"), get.stderrText)
+        XCTAssertEqual(try h.counts()["queued"], 20, "get queued a job it could not run")
+
         let fewer = try runLimited(h, soft: 700, hard: 900, ["run", "-j", "4"])
         XCTAssertEqual(fewer.status, 0, fewer.stdoutText + fewer.stderrText)
         XCTAssertEqual(try h.counts()["done"], 20)

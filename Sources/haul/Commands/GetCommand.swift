@@ -19,8 +19,11 @@ enum GetCommand: Command {
     static func run(_ arguments: ParsedArguments) throws -> Int32 {
         let options = try RunCommand.engineOptions(arguments, spec: spec)
         let connection = try RequestOptions.connection(arguments, spec: spec)
+        // Checked before anything is queued: a run that cannot start must not add jobs.
+        if let shortfall = DescriptorBudget.shortfall(workers: options.workers, limit: DescriptorBudget.raiseSoftLimit()) {
+            throw CommandFailure(message: shortfall)
+        }
         do {
-            // Checked before anything is queued: a run that cannot start must not add jobs.
             try RunCommand.transportKind(arguments, spec: spec).check(connection)
         } catch let unsupported as TransportKind.Unsupported {
             throw UsageError(message: unsupported.description, spec: spec)
