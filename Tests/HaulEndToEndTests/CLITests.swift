@@ -77,6 +77,11 @@ final class CLITests: XCTestCase {
             (["cancel", "abc"], "'abc' is not a job id"),
             (["retry"], "--failed"),
             (["status", "--db"], "missing value"),
+            // Whether or not a queue exists: no haul.db here.
+            (["run", "-j", "0"], "'--jobs' needs a whole number greater than 0"),
+            (["run", "--stall", "x"], "'--stall' needs a number of seconds"),
+            (["status", "--watch", "0.01"], "'--watch' needs a number of seconds"),
+            (["get", "-j", "0", "https://e.org/x"], "'--jobs' needs a whole number greater than 0"),
         ]
         for (arguments, message) in cases {
             let result = try haul(arguments, in: directory.path)

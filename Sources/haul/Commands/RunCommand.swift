@@ -38,9 +38,10 @@ enum RunCommand: Command {
 
     static func run(_ arguments: ParsedArguments) throws -> Int32 {
         try requireNoPositionals(arguments)
-        let queue = try openQueue(arguments)
+        // Usage errors first: they do not depend on the queue.
         let options = try engineOptions(arguments, spec: spec)
         let connection = try RequestOptions.connection(arguments, spec: spec)
+        let queue = try openQueue(arguments)
         return try download(queue: queue, options: options, connection: connection, arguments: arguments, spec: spec)
     }
 

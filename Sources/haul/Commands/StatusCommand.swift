@@ -21,13 +21,14 @@ enum StatusCommand: Command {
 
     static func run(_ arguments: ParsedArguments) throws -> Int32 {
         try requireNoPositionals(arguments)
+        let every = arguments.flag("--watch") ? try interval(arguments) : nil  // a usage error, whatever the queue
         let queue = try openQueue(arguments)
-        guard arguments.flag("--watch") else {
+        guard let every else {
             let snapshot = try Snapshot(queue)
             if arguments.flag("--json") { Console.out(json(snapshot).text) } else { for line in lines(snapshot) { Console.out(line) } }
             return 0
         }
-        return try watch(queue, every: try interval(arguments), json: arguments.flag("--json"))
+        return try watch(queue, every: every, json: arguments.flag("--json"))
     }
 
     private static func interval(_ arguments: ParsedArguments) throws -> Double {
