@@ -267,7 +267,7 @@ final class InputParsingTests: XCTestCase {
 
               out=orphan
             # a comment
-              out=also-orphan
+              http-passwd=S3CRET
             https://e.org/e
               dir=/etc
             https://e.org/f
@@ -276,8 +276,9 @@ final class InputParsingTests: XCTestCase {
             """
         let path = try directory.write("aria.txt", Data(text.utf8))
         let rejections = RejectionLog()
+        let texts = RejectionLog()
         let importer = URLListImporter(queue: queue, resolver: DestinationResolver(directory: directory.path),
-                                       batchSize: 2) { rejections.append($0, $1); _ = $2 }
+                                       batchSize: 2) { rejections.append($0, $1); texts.shown.append($2 ?? "") }
         var summary = URLListImporter.Summary()
         let descriptor = open(path, O_RDONLY)
         defer { close(descriptor) }
@@ -292,6 +293,8 @@ final class InputParsingTests: XCTestCase {
         XCTAssertEqual(jobs.map(\.destination), [directory.file("isos/2026/disc one.iso"), directory.file("other/b.bin"), directory.file("g")])
         XCTAssertEqual(jobs.first?.checksum, "sha256=\(sha)")
         XCTAssertEqual(summary.added, 3)
+        // An option that may hold a secret is shown without its value.
+        XCTAssertEqual(texts.shown[2...3], ["  out=orphan", "  http-passwd=…"])
     }
 
     func testRejectionsAreReportedInLineOrderAcrossBatches() throws {
@@ -330,4 +333,5 @@ final class RejectionLog: @unchecked Sendable {
     // @unchecked Sendable: only touched from the test's own thread, which runs the importer.
     private(set) var entries: [(line: Int, reason: InputLine.Rejection)] = []
     func append(_ line: Int, _ reason: InputLine.Rejection) { entries.append((line, reason)) }
+    var shown: [String] = []
 }

@@ -91,6 +91,13 @@ public struct InputLine: Sendable, Equatable {
         public let value: String
     }
 
+    /// An aria2 option line as an error may show it: the value of an option that may hold a
+    /// secret (http-passwd, header, …) hidden.
+    static func shown(_ option: Aria2Option, _ bytes: [UInt8]) -> String {
+        let secret = ["passwd", "password", "user", "header", "cookie", "token", "auth"].contains { option.key.contains($0) }
+        return secret ? "  \(option.key)=…" : String(decoding: bytes, as: UTF8.self)
+    }
+
     /// The aria2 option on an indented line (`  dir=/data`, `\tchecksum=sha-256=…`), or nil when
     /// the line is not one (not indented, a comment, a URL, no `key=`).
     public static func aria2Option(_ bytes: [UInt8], line: Int) -> Aria2Option? {

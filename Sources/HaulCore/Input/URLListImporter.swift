@@ -76,7 +76,7 @@ public struct URLListImporter {
                     case .bytes(let bytes):
                         if let option = InputLine.aria2Option(bytes, line: reader.lineNumber) {
                             if record != nil { record?.options.append(option) }
-                            else { batch.reject(reader.lineNumber, .aria2OptionWithoutURL, text: String(decoding: bytes, as: UTF8.self)) }
+                            else { batch.reject(reader.lineNumber, .aria2OptionWithoutURL, text: InputLine.shown(option, bytes)) }
                         } else {
                             takeRecord()
                             if InputLine.isBlankOrComment(bytes) {
