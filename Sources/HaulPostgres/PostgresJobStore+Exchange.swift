@@ -178,27 +178,39 @@ extension PostgresJobStore {
     }
 
     /// Hands back (or fails, at their last attempt) the running jobs whose lease ended by `$1`.
+    /// An attempt whose job's recorded bytes grew past those it began from is not counted (see
+    /// the SQLite queue's `expireLeases`): kills cannot use up a healthy job's attempts.
     static let expireLeasesSQL = """
             WITH expired AS (
-                SELECT id, lease_token FROM jobs WHERE state = 'running' AND lease_expires_at <= $1 FOR UPDATE SKIP LOCKED
+                SELECT id, lease_token, received_bytes FROM jobs WHERE state = 'running' AND lease_expires_at <= $1 FOR UPDATE SKIP LOCKED
             ),
             -- "= ANY(ARRAY(…))" beside each join: the exchange runs on generic plans, which
             -- expect a third of the running jobs to have expired and may then hash the whole
             -- attempts or jobs table; the arrays are read by index.
             closed AS (
-                UPDATE attempts a SET finished_at = $1, error = 'lease expired: the worker stopped without reporting'
+                UPDATE attempts a SET finished_at = $1,
+                    error = CASE WHEN e.received_bytes > coalesce(a.bytes, e.received_bytes)
+                        THEN '\(Attempt.interruptedPrefix) the worker stopped without reporting (lease expired) after making progress'
+                        ELSE 'lease expired: the worker stopped without reporting' END,
+                    bytes = CASE WHEN e.received_bytes > coalesce(a.bytes, e.received_bytes) THEN e.received_bytes - a.bytes END
                 FROM expired e WHERE a.job_id = ANY(ARRAY(SELECT id FROM expired))
                     AND a.job_id = e.id AND a.lease_token = e.lease_token AND a.finished_at IS NULL
+                RETURNING a.job_id, a.bytes IS NOT NULL AS uncounted
+            ),
+            counted AS (
+                SELECT e.id, e.lease_token, CASE WHEN c.uncounted THEN 1 ELSE 0 END AS refund
+                FROM expired e LEFT JOIN closed c ON c.job_id = e.id
             )
             UPDATE jobs j SET
-                state = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'queued' END,
-                last_error = CASE WHEN j.attempts >= j.max_attempts
+                attempts = j.attempts - e.refund,
+                state = CASE WHEN j.attempts - e.refund >= j.max_attempts THEN 'failed' ELSE 'queued' END,
+                last_error = CASE WHEN j.attempts - e.refund >= j.max_attempts
                     THEN 'gave up after ' || j.attempts || CASE j.attempts WHEN 1 THEN ' attempt' ELSE ' attempts' END
                          || '; the last one''s worker stopped without reporting (lease expired)'
                     ELSE j.last_error END,
-                finished_at = CASE WHEN j.attempts >= j.max_attempts THEN $1 ELSE NULL END,
+                finished_at = CASE WHEN j.attempts - e.refund >= j.max_attempts THEN $1 ELSE NULL END,
                 lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $1
-            FROM expired e WHERE j.id = ANY(ARRAY(SELECT id FROM expired)) AND j.id = e.id
+            FROM counted e WHERE j.id = ANY(ARRAY(SELECT id FROM expired)) AND j.id = e.id
             """
 
     public func expireLeases(ofOwners owners: [String]) throws {
@@ -633,7 +645,7 @@ extension PostgresJobStore {
                 RETURNING j.*
             ),
             recorded AS (
-                INSERT INTO attempts (job_id, number, lease_token, started_at) SELECT id, attempts, lease_token, $3 FROM taken
+                INSERT INTO attempts (job_id, number, lease_token, started_at, bytes) SELECT id, attempts, lease_token, $3, received_bytes FROM taken
             )
             SELECT \(PostgresJobStore.jobColumns("taken", host: "(SELECT h.host FROM hosts h WHERE h.id = taken.host_id)")) FROM taken
             ORDER BY taken.next_attempt_at, taken.id

@@ -308,6 +308,34 @@ import Testing
         #expect(job.state == .failed && job.lastError?.contains("lease expired") == true)
     }
 
+    /// A lease that expires after its attempt recorded progress (bytes past those it began from:
+    /// a worker killed while a large file came in) does not count the attempt, even the last
+    /// one: the job goes back to the queue to resume, and its log says the attempt was not
+    /// counted. Without progress the attempt counts, and on the last one the job fails.
+    @Test(arguments: StoreKind.allCases) func aLeaseExpiringAfterProgressDoesNotCountTheAttempt(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        let ids = try fixture.add(["https://a.example/1", "https://a.example/2"], to: queue, maxAttempts: 1).compactMap(\.jobID)
+        try queue.setHostCap(2, host: nil)
+        for round in 1...3 {
+            let claimed = try queue.exchange(request("m/1/1", claim: 2, lease: 1_000)).claimed
+            let progressing = try #require(claimed.first { $0.jobID == ids[0] }, "round \(round): job 1 was not claimed")
+            var report = request("m/1/1")
+            report.progress = [Progress(jobID: ids[0], token: progressing.token, receivedBytes: 1_000_000 * round, expectedBytes: 9_000_000)]
+            _ = try queue.exchange(report)
+            fixture.advance(by: 2_000)
+            _ = try queue.exchange(request("m/2/2"))  // the lease expiry is swept here
+            let job = try #require(try queue.job(id: ids[0]))
+            #expect(job.state == .queued && job.attempts == 0 && job.receivedBytes == 1_000_000 * round, "round \(round): \(job)")
+        }
+        let attempts = try queue.attempts(jobID: ids[0])
+        #expect(attempts.count == 3 && attempts.allSatisfy { !$0.wasCounted }, "\(attempts)")
+        #expect(attempts.allSatisfy { $0.error?.contains("lease expired") == true && $0.bytes == 1_000_000 }, "\(attempts)")
+        let idle = try #require(try queue.job(id: ids[1]))
+        #expect(idle.state == .failed && idle.attempts == 1 && idle.lastError?.contains("lease expired") == true, "\(idle)")
+        #expect(try queue.attempts(jobID: ids[1]).map(\.wasCounted) == [true])
+    }
+
     @Test(arguments: StoreKind.allCases) func deadOwnersLoseTheirJobsAndSlotsAtOnce(_ kind: StoreKind) throws {
         let fixture = try StoreFixture(kind)
         let queue = try fixture.open()

@@ -71,7 +71,7 @@ extension JobQueue {
             WHERE id = ?6 AND state = 'queued'
             """)
         let record = try database.statement(
-            "INSERT OR FAIL INTO attempts (job_id, number, lease_token, started_at) VALUES (?, ?, ?, ?)")
+            "INSERT OR FAIL INTO attempts (job_id, number, lease_token, started_at, bytes) VALUES (?, ?, ?, ?, ?)")
         // A claim fires no counting trigger (migration 0012): the queued counters drop here, once
         // per batch and host, by what the claimed rows held.
         let touchHost = try database.statement("UPDATE OR FAIL hosts SET last_claim = ?, queued = queued - ? WHERE id = ?")
@@ -100,7 +100,8 @@ extension JobQueue {
                 guard database.changes == 1 else { continue }
                 let job = queued.claimed(token: token, owner: owner, expiresAt: now + leaseMilliseconds,
                                          maxAttempts: maxAttempts, now: now)
-                try record.run([job.id, job.attempts, token, now])
+                // An open attempt's bytes: those on disk when it began (see `expireLeases`).
+                try record.run([job.id, job.attempts, token, now, job.receivedBytes])
                 sequence += 1
                 lastClaim[host.id] = (sequence, (lastClaim[host.id]?.taken ?? 0) + 1)
                 expectedBytes += queued.expectedBytes ?? 0
@@ -117,20 +118,35 @@ extension JobQueue {
     }
 
     /// Returns every running job whose lease has expired to the queue — or fails it, when it
-    /// has used all its attempts — and closes its open attempt record.
+    /// has used all its attempts — and closes its open attempt record. An attempt whose job's
+    /// recorded bytes grew past those it began from (a worker killed while a large file came
+    /// in) is not counted: the crash was not the job's doing, and the next attempt resumes, so
+    /// kills cannot use up a healthy job's attempts; one that made no progress (a job that kills
+    /// its worker every time) is counted, so such a job still ends failed.
     func expireLeases(now: Int) throws {
         try database.run("""
-            UPDATE OR FAIL attempts SET finished_at = ?1, error = 'lease expired: the worker stopped without reporting'
+            UPDATE OR FAIL attempts SET finished_at = ?1,
+                error = CASE WHEN (SELECT j.received_bytes FROM jobs j WHERE j.id = attempts.job_id) > coalesce(bytes, 1 << 62)
+                    THEN '\(Attempt.interruptedPrefix) the worker stopped without reporting (lease expired) after making progress'
+                    ELSE 'lease expired: the worker stopped without reporting' END,
+                bytes = CASE WHEN (SELECT j.received_bytes FROM jobs j WHERE j.id = attempts.job_id) > coalesce(bytes, 1 << 62)
+                    THEN (SELECT j.received_bytes FROM jobs j WHERE j.id = attempts.job_id) - bytes END
             WHERE finished_at IS NULL AND job_id IN
                 (SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= ?1)
             """, now)
+        // 1 when the attempt just closed was not counted.
+        let uncounted = """
+            (SELECT count(*) FROM attempts a WHERE a.job_id = jobs.id AND a.lease_token = jobs.lease_token
+                AND a.error LIKE '\(Attempt.interruptedPrefix)%')
+            """
         try database.run("""
             UPDATE OR FAIL jobs SET
-                state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
-                last_error = CASE WHEN attempts >= max_attempts
+                attempts = attempts - \(uncounted),
+                state = CASE WHEN attempts - \(uncounted) >= max_attempts THEN 'failed' ELSE 'queued' END,
+                last_error = CASE WHEN attempts - \(uncounted) >= max_attempts
                     THEN 'gave up after ' || attempts || CASE attempts WHEN 1 THEN ' attempt' ELSE ' attempts' END || '; the last one''s worker stopped without reporting (lease expired)'
                     ELSE last_error END,
-                finished_at = CASE WHEN attempts >= max_attempts THEN ?1 ELSE NULL END,
+                finished_at = CASE WHEN attempts - \(uncounted) >= max_attempts THEN ?1 ELSE NULL END,
                 lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1
             WHERE state = 'running' AND lease_expires_at <= ?1
             """, now)

@@ -8,7 +8,8 @@
 /// - only the current lease token moves a job on (outcomes, progress, renewals); an expired
 ///   lease is never renewed; a stale outcome changes nothing and is reported stale;
 /// - at most a host's cap of live slots exist for it, over every process sharing the store;
-/// - each claim counts an attempt, recorded at claim; a released attempt is not counted;
+/// - each claim counts an attempt, recorded at claim; a released attempt is not counted, nor
+///   one whose lease expired after it recorded progress (bytes past those it began from);
 /// - a job is held by one lease at a time: no job is claimed by two claimers at once;
 /// - times are Unix milliseconds on the store's clock (`now()`); for a store shared by several
 ///   machines that is the database server's clock, and times the engine sends (retry times,
