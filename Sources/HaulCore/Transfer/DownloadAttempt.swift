@@ -320,6 +320,12 @@ public final class DownloadAttempt: BodySink {
                 if let fresh, fresh != storedValidator {
                     return .mustRestart("the resource changed (validator \(fresh.headerValue), was \(storedValidator?.headerValue ?? "none"))")
                 }
+                // A 206 carries the ETag a 200 would (RFC 9110, 15.3.7): one without it does not
+                // show that it continues the version on disk (a server that ignores If-Range and
+                // drops the tag would splice two versions).
+                if fresh == nil, case .etag? = storedValidator {
+                    return .mustRestart("server's partial answer (206) has no strong ETag to show it continues \(storedValidator?.headerValue ?? "")")
+                }
                 state.expectedTotal = complete
                 state.mode = .writing
                 return nil
