@@ -211,6 +211,28 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: other))
     }
 
+    /// Four `haul add` started together on a file that does not exist yet all succeed: one makes
+    /// the queue, the others wait for it (before, the lock upgrade of all but one was refused at
+    /// once while the new file turned to WAL, and most such pairs failed "locked").
+    func testAddsStartedTogetherOnANewQueueAllSucceed() throws {
+        let directory = try makeTempDirectory()
+        let haulBinary = try haulExecutable()
+        for round in 0..<25 {
+            let db = directory.file("q\(round).db")
+            let children = try (0..<4).map { index in
+                try HaulProcess.start(haulBinary, ["add", "--db", db, "-d", directory.path, "https://e.org/\(round)-\(index)"],
+                                      currentDirectory: directory.path)
+            }
+            for (index, child) in children.enumerated() {
+                let result = child.wait(timeout: 30)
+                XCTAssertEqual(result.status, 0, "round \(round), add \(index): \(result.stderrText)")
+            }
+            let status = try haul(["status", "--db", db, "--json"], in: directory.path)
+            let counts = try json(status.stdoutText, as: [String: Any].self)["counts"] as? [String: Any]
+            XCTAssertEqual(counts?["queued"] as? Int, 4, "round \(round): \(status.stdoutText)")
+        }
+    }
+
     func testAddReportsAMissingInputFile() throws {
         let directory = try makeTempDirectory()
         let result = try haul(["add", "--db", directory.file("q.db"), "-i", directory.file("absent.txt")], in: directory.path)

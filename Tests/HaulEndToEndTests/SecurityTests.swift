@@ -169,12 +169,14 @@ final class SecurityTests: XCTestCase {
             return FaultServer.Response.ok(Data("held".utf8))
         }
         let url = server.url("/held.bin").absoluteString.replacingOccurrences(of: "://", with: "://bob:URL-S3CRET@")
-        // -u and -H Authorization exclude each other: two gets, held together.
+        // -u and -H Authorization exclude each other: two gets, held together, each on its own
+        // queue (so each fetches its own job).
         let children = try [
             h.start(["get", "-d", h.out, "--quiet", "-u", "alice:U-S3CRET", "--header=Cookie: c=COOKIE-S3CRET",
                      "-H", "X-Visible: shown", "--proxy=http://px:PROXY-S3CRET@127.0.0.9:9", "--noproxy", "*", url]),
-            h.start(["get", "-d", h.out, "--quiet", "-H", "Authorization: Bearer TOKEN-S3CRET", "--user-agent", "ua-shown",
-                     "-x", "socks5h://px:PROXY2-S3CRET@127.0.0.9:9", "--noproxy", "*", url + "?two"]),
+            HaulProcess.start(h.haul, ["get", "-d", h.out, "--quiet", "-H", "Authorization: Bearer TOKEN-S3CRET", "--user-agent", "ua-shown",
+                                       "-x", "socks5h://px:PROXY2-S3CRET@127.0.0.9:9", "--noproxy", "*", url + "?two",
+                                       "--db", h.temp.file("two.db")], currentDirectory: h.temp.path),
         ]
         XCTAssertTrue(server.waitForRequests(count: 2, path: "/held.bin"), "the requests never came")
         let listed = children.map { (try? String(contentsOfFile: "/proc/\($0.processIdentifier)/cmdline", encoding: .utf8)) ?? "" }

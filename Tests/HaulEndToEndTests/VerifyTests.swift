@@ -47,4 +47,33 @@ final class VerifyTests: XCTestCase {
         let again = try h.run(["verify"])
         XCTAssertEqual(again.stdoutLines.filter { $0.hasPrefix("changed") || $0.hasPrefix("missing") }.count, 1, again.stdoutText)
     }
+
+    /// Without a checksum, a file rewritten with bytes of the same size (its modification time
+    /// changed), or replaced by another file of that size, is found changed, as a run would find
+    /// it; a file left alone is as placed.
+    func testVerifyWithoutAChecksumFindsSameSizeEditsByTheirTime() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let data = runTestData(4_000, seed: 36)
+        for name in ["edited.bin", "replaced.bin", "left.bin"] { server.route("/\(name)", FaultServer.file(data)) }
+        try h.add(["edited.bin", "replaced.bin", "left.bin"].map { server.url("/\($0)").absoluteString })
+        XCTAssertEqual(try h.run(["run"]).status, 0)
+        XCTAssertEqual(try h.run(["verify"]).status, 0, "everything as placed")
+        var other = data
+        other[0] ^= 0xFF
+        let handle = try XCTUnwrap(FileHandle(forWritingAtPath: h.out + "/edited.bin"))
+        try handle.write(contentsOf: other)  // in place, same size
+        try handle.close()
+        var times = [timespec(tv_sec: 1_000_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000_000, tv_nsec: 0)]
+        XCTAssertEqual(utimensat(AT_FDCWD, h.out + "/edited.bin", &times, 0), 0)  // a time far from the placement's
+        let replacement = try h.temp.write("replacement.bin", other)
+        XCTAssertEqual(rename(replacement, h.out + "/replaced.bin"), 0)
+
+        let verify = try h.run(["verify"])
+        XCTAssertEqual(verify.status, 1, verify.stdoutText)
+        XCTAssertTrue(verify.stdoutText.contains("changed  #1 \(h.out)/edited.bin: modified since haul placed it"), verify.stdoutText)
+        XCTAssertTrue(verify.stdoutText.contains("changed  #2 \(h.out)/replaced.bin: replaced since haul placed it"), verify.stdoutText)
+        XCTAssertTrue(verify.stdoutText.contains("verified 3 files: 1 as placed, 0 missing, 2 changed"), verify.stdoutText)
+    }
 }

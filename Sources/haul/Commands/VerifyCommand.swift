@@ -4,7 +4,7 @@ import HaulCore
 enum VerifyCommand: Command {
     static let spec = CommandSpec(
         name: "verify",
-        abstract: "Check every done job's file: present, its size, its checksum when one is known.",
+        abstract: "Check every done job's file: present, its size, its checksum when one is known (else its modification time).",
         arguments: "",
         options: [
             .init(names: ["--fix"], value: nil, help: "Queue the jobs whose files are missing or changed, to be fetched again and replaced."),
@@ -97,6 +97,12 @@ enum VerifyCommand: Command {
             } catch {
                 return Finding(job: job, path: path, problem: "changed", detail: "cannot read it: \(error)", refetch: nil)
             }
+        } else if let placed = job.placed?.identity, !job.kept,
+                  let now = ExistingFile.identity(of: path), now.modified != placed.modified || now.inode != placed.inode {
+            // No checksum to read the bytes against: a file written since (its modification time)
+            // or replaced (another inode) is not the one haul placed, as a run would judge it.
+            return Finding(job: job, path: path, problem: "changed",
+                           detail: now.inode != placed.inode ? "replaced since haul placed it" : "modified since haul placed it", refetch: ours)
         }
         return nil
     }
