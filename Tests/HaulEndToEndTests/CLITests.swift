@@ -240,6 +240,18 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(result.stderrText.contains("cannot open \(directory.file("absent.txt"))"), result.stderrText)
     }
 
+    /// -d naming a regular file is a usage error of add and get, before any queue is made.
+    func testAddAndGetRefuseAnOutputFolderThatIsAFile() throws {
+        let directory = try makeTempDirectory()
+        let file = try directory.write("afile", Data("x\n".utf8))
+        for command in ["add", "get"] {
+            let result = try haul([command, "--db", directory.file("q.db"), "-d", file, "https://e.org/x"], in: directory.path)
+            XCTAssertEqual(result.status, 64, "\(command): \(result.stderrText)")
+            XCTAssertTrue(result.stderrText.contains("'--dir' names \(file), which is not a folder"), result.stderrText)
+        }
+        XCTAssertEqual(directory.contents(), ["afile"], "a queue was made")
+    }
+
     // MARK: - Redaction
 
     func testCredentialsNeverAppearInOutput() throws {

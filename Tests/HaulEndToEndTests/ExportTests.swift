@@ -156,6 +156,12 @@ final class ExportTests: XCTestCase {
             XCTAssertFalse(result.stdoutText.contains("secret") || result.stdoutText.contains("user:"), "\(name) showed a credential")
             XCTAssertFalse(result.stderrText.contains("secret"), name)
         }
+        // `export --help` names every field the header row has, in that order.
+        let help = try s.h.run(["export", "--help"]).stdoutText.replacingOccurrences(of: "\n", with: " ")
+        let list = try XCTUnwrap(help.range(of: "Fields, in order:").map { help[$0.upperBound...] }, help)
+        let named = try XCTUnwrap(rows.first).map { list.range(of: "(?<![a-z_])\($0)(?![a-z_])", options: .regularExpression)?.lowerBound }
+        XCTAssertFalse(named.contains(nil), "export --help leaves out fields: \(zip(rows.first ?? [], named).filter { $0.1 == nil }.map(\.0))")
+        XCTAssertEqual(named.compactMap { $0 }, named.compactMap { $0 }.sorted(), "export --help lists the fields in another order")
     }
 
     func testStateFiltersAndOutputGoesToAFile() throws {

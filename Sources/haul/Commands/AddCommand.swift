@@ -66,6 +66,12 @@ enum AddCommand: Command {
             }
         }
         defer { if descriptor > STDIN_FILENO { close(descriptor) } }
+        if let folder = arguments.value("--dir") {
+            var info = stat()
+            if stat(folder, &info) == 0, (info.st_mode & S_IFMT) != S_IFDIR {
+                throw UsageError(message: "'--dir' names \(folder), which is not a folder: give the output folder (it is made when missing)", spec: spec)
+            }
+        }
 
         let profile = try RequestOptions.profile(arguments, spec: spec)
         let queue = try openQueue(arguments, create: true)

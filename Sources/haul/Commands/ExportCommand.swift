@@ -17,7 +17,8 @@ enum ExportCommand: Command {
             Fields, in order: id, destination (where the file is), url, final_url (after redirects), state,
             bytes, checksum (the one given, as sha256=HEX), file_sha256 (run --checksum sha256), etag,
             last_modified, content_type, last_status (HTTP), attempts, finished_at (ISO 8601, UTC), kept
-            (true: done by keeping a file already there), last_error. Unknown: null, or an empty CSV field.
+            (true: done by keeping a file already there), last_error, placed_by (the worker that placed the
+            file: --worker, else its host name). Unknown: null, or an empty CSV field.
             Credentials in URLs are hidden.
             """)
 
