@@ -402,10 +402,11 @@ private final class Runner: @unchecked Sendable {
             mode = .replaceOwn(beside: beside, placed: nil, mark: mark, otherwise: mode)
         } else {
             let placed = job.placed?.path == nil ? job.placed : nil
-            let mark = ExistingFile.mark(for: job)
-            found = ExistingFile.examine(job.destination, placed: placed, mark: mark)
+            // The mark is made only when needed (examine asks for it only when nothing is recorded).
+            found = ExistingFile.examine(job.destination, placed: placed, mark: ExistingFile.mark(for: job))
             if found == .haulsOwn {
-                mode = policy == .replace ? .replace : .replaceOwn(beside: nil, placed: placed, mark: mark, otherwise: mode)
+                mode = policy == .replace ? .replace
+                    : .replaceOwn(beside: nil, placed: placed, mark: ExistingFile.mark(for: job), otherwise: mode)
             }
         }
         switch found {

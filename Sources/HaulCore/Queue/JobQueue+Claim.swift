@@ -124,13 +124,16 @@ extension JobQueue {
     /// kills cannot use up a healthy job's attempts; one that made no progress (a job that kills
     /// its worker every time) is counted, so such a job still ends failed.
     func expireLeases(now: Int) throws {
+        // The job's bytes now, and whether they grew past those the attempt began from (its
+        // bytes while open; NULL for an attempt claimed before that was recorded: counted).
+        let received = "(SELECT j.received_bytes FROM jobs j WHERE j.id = attempts.job_id)"
+        let progressed = "\(received) > coalesce(bytes, \(received))"
         try database.run("""
             UPDATE OR FAIL attempts SET finished_at = ?1,
-                error = CASE WHEN (SELECT j.received_bytes FROM jobs j WHERE j.id = attempts.job_id) > coalesce(bytes, 1 << 62)
+                error = CASE WHEN \(progressed)
                     THEN '\(Attempt.interruptedPrefix) the worker stopped without reporting (lease expired) after making progress'
                     ELSE 'lease expired: the worker stopped without reporting' END,
-                bytes = CASE WHEN (SELECT j.received_bytes FROM jobs j WHERE j.id = attempts.job_id) > coalesce(bytes, 1 << 62)
-                    THEN (SELECT j.received_bytes FROM jobs j WHERE j.id = attempts.job_id) - bytes END
+                bytes = CASE WHEN \(progressed) THEN \(received) - bytes END
             WHERE finished_at IS NULL AND job_id IN
                 (SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= ?1)
             """, now)

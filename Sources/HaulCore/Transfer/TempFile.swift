@@ -7,9 +7,10 @@ import Synchronization
 ///
 /// Guarantees: the name is stable for a job and destination (`.haul-<job>-<hash>.part`, the hash
 /// of the destination and the queue's identity), so a later attempt, run or process on the queue
-/// finds it to resume, and another queue's job of the same number and destination never does; it is renamed over the destination only
-/// once its bytes are durable (see `VerifiedFile`), and the rename is then made durable with its
-/// folder — a reader of the destination sees the old state or the whole new file, never a part.
+/// finds it to resume, and another queue's job of the same number and destination never does;
+/// it is renamed over the destination only once its bytes are durable (see `VerifiedFile`), and
+/// the rename is then made durable with its folder — a reader of the destination sees the old
+/// state or the whole new file, never a part.
 ///
 /// A fresh download may start in an unnamed file of the destination's folder (O_TMPFILE, where
 /// the file system has it): no name is created, and placing it adds one name to the folder

@@ -97,8 +97,8 @@ enum VerifyCommand: Command {
             } catch {
                 return Finding(job: job, path: path, problem: "changed", detail: "cannot read it: \(error)", refetch: nil)
             }
-        } else if let placed = job.placed?.identity, !job.kept,
-                  let now = ExistingFile.identity(of: path), now.modified != placed.modified || now.inode != placed.inode {
+        } else if let placed = job.placed?.identity, let now = ours?.adopt,  // `ours`: haul's file, not a kept one
+                  now.modified != placed.modified || now.inode != placed.inode {
             // No checksum to read the bytes against: a file written since (its modification time)
             // or replaced (another inode) is not the one haul placed, as a run would judge it.
             return Finding(job: job, path: path, problem: "changed",
