@@ -143,14 +143,14 @@ final class MigrationTests: XCTestCase {
             try assertCountersConsistent(database)
             // The folders of jobs added before 0013 are recorded, for the sweep of orphaned temp files.
             XCTAssertEqual(try JobQueue(database: database).jobFolders(), ["/d"], "from v\(applied)")
-            // A queue that held jobs keeps the temp file names it had (identity 0, from 0014).
-            XCTAssertEqual(try JobQueue(database: database).identity(), 0, "from v\(applied)")
+            // A queue that held jobs when 0014 ran keeps the temp file names it had (identity 0).
+            if applied < 14 { XCTAssertEqual(try JobQueue(database: database).identity(), 0, "from v\(applied)") }
             // A sha256 stored before 0006 is still the job's checksum.
             let checksums = try database.rows("SELECT url, checksum FROM jobs WHERE checksum IS NOT NULL ORDER BY id") {
                 "\($0.string(0)) \($0.string(1))"
             }
             XCTAssertEqual(checksums, ["https://a.example/1 sha256=\(Self.sha256)", "http://b.example/6 sha256=\(Self.sha256)"], "from v\(applied)")
-            // The upgraded database works as a queue, and its triggers keep the counters.
+            // The upgraded database works as a queue, and keeps its counters.
             let queue = JobQueue(database: database)
             let leases = try queue.claim(ClaimRequest(limit: 10, perHostCap: 10))
             XCTAssertEqual(Set(leases.map(\.job.url)), ["https://a.example/1", "https://a.example/2", "http://b.example/5"])

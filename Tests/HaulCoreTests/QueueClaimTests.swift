@@ -359,6 +359,60 @@ final class QueueClaimTests: XCTestCase {
         XCTAssertEqual(try queue.status().waitingForRetry, 1, "a retry that is due no longer waits")
     }
 
+    /// Every way a job changes state or bytes keeps the counters equal to the jobs table (the
+    /// queue keeps them itself: no trigger runs on an UPDATE of a job since migration 0015).
+    func testCountersFollowEveryChangeOfAJob() throws {
+        let clock = TestClock()
+        let (queue, directory) = try makeQueue(clock: clock)
+        try addJobs("a.example", 8, to: queue, in: directory, maxAttempts: 1)
+        try addJobs("b.example", 8, to: queue, in: directory, maxAttempts: 3)
+        let leases = try queue.claim(ClaimRequest(limit: 16, perHostCap: 16, leaseMilliseconds: 1000))
+        XCTAssertEqual(leases.count, 16)
+        let a = leases.filter { $0.job.host == "a.example:443" }
+        let b = leases.filter { $0.job.host == "b.example:443" }
+        var step = "claim"
+        func check(_ name: String, line: UInt = #line) throws {
+            step = name
+            try assertCountersConsistent(queue.database, line: line)
+        }
+        try check(step)
+        try queue.recordProgress([Progress(jobID: b[0].jobID, token: b[0].token, receivedBytes: 40, expectedBytes: 100)])
+        try check("progress")
+        try queue.complete(jobID: a[0].jobID, token: a[0].token, status: 200, bytes: 1000)
+        try check("complete")
+        try queue.markUnchanged(jobID: a[1].jobID, token: a[1].token)
+        try check("unchanged")
+        try queue.keep(jobID: a[2].jobID, token: a[2].token, bytes: 77)
+        try check("keep")
+        try queue.reschedule(jobID: a[3].jobID, token: a[3].token, at: clock.now, status: 503, error: "HTTP 503")
+        try check("reschedule to failed")
+        try queue.reschedule(jobID: b[0].jobID, token: b[0].token, at: clock.now + 5_000, status: 503, error: "HTTP 503", bytes: 40)
+        try check("reschedule to queued")
+        try queue.fail(jobID: a[4].jobID, token: a[4].token, status: 404, reason: "HTTP 404")
+        try check("fail")
+        try queue.release(jobID: b[1].jobID, token: b[1].token, reason: "stopped")
+        try check("release")
+        XCTAssertThrowsError(try queue.complete(jobID: a[4].jobID, token: a[4].token, status: 200, bytes: 5), "stale")
+        try check("stale completion")
+        // The other leases expire: b's go back to the queue, a's (one attempt each) fail.
+        clock.advance(by: 1000)
+        XCTAssertEqual(try queue.claim(ClaimRequest(limit: 1, perHostCap: 16)).count, 1)
+        try check("expiry and a claim")
+        XCTAssertEqual(try queue.cancel([a[5].jobID, b[2].jobID, a[0].jobID]), [.changed, .changed, .unchanged(.done)])
+        try check("cancel")
+        XCTAssertEqual(try queue.retry([a[5].jobID, a[0].jobID]), [.changed, .unchanged(.done)])
+        try check("retry")
+        XCTAssertGreaterThan(try queue.retryAllFailed(), 1)
+        try check("retry all failed")
+        XCTAssertEqual(try queue.refetch([Refetch(jobID: a[0].jobID, adopt: nil, conditional: false),
+                                          Refetch(jobID: a[2].jobID, adopt: nil, conditional: true),
+                                          Refetch(jobID: b[3].jobID, adopt: nil, conditional: false)]), 2)
+        try check("refetch")
+        let status = try queue.status()
+        XCTAssertEqual(status.counts[.done], 1, "the job kept 304 is still done")
+        XCTAssertEqual(status.total, 16, step)
+    }
+
     // MARK: - Concurrent claimers
 
     /// Two claimers on two connections, on two threads, claim and finish concurrently: no job is

@@ -107,7 +107,7 @@ extension JobQueue {
             // The folders a run sweeps for orphaned temp files (Migrations/0013_job_folders.sql).
             let recordFolder = try database.statement("INSERT OR IGNORE INTO job_folders (folder) VALUES (?)")
             for folder in batch.folders(added: outcomes) { try recordFolder.run([folder]) }
-            // The counters that triggers keep for updates (see Migrations/0002_counters.sql).
+            // The counters (see JobQueue+Counting.swift): the added jobs are queued, of unknown size.
             let added = addedPerHost.reduce(0, +)
             if added > 0 {
                 try database.run("""

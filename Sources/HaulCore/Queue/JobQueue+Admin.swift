@@ -65,11 +65,13 @@ extension JobQueue {
                 try database.run("""
                     UPDATE attempts SET finished_at = ?, error = 'cancelled' WHERE job_id = ? AND finished_at IS NULL
                     """, now, id)
-                try database.run("""
-                    UPDATE jobs SET state = 'cancelled', last_error = coalesce(last_error, 'cancelled by the user'),
-                        finished_at = ?, updated_at = ?, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
-                    WHERE id = ?
-                    """, now, now, id)
+                try counting(id) {
+                    try database.run("""
+                        UPDATE jobs SET state = 'cancelled', last_error = coalesce(last_error, 'cancelled by the user'),
+                            finished_at = ?, updated_at = ?, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
+                        WHERE id = ?
+                        """, now, now, id)
+                }
                 return .changed
             }
         }
@@ -81,7 +83,7 @@ extension JobQueue {
             try ids.map { id in
                 guard let state = try state(of: id) else { return .notFound }
                 guard state == .failed || state == .cancelled else { return .unchanged(state) }
-                try requeue("id = ?", [id])
+                try counting(id) { try requeue("id = ?", [id]) }
                 return .changed
             }
         }
@@ -90,8 +92,21 @@ extension JobQueue {
     /// Puts every failed job back in the queue; returns how many.
     public func retryAllFailed() throws -> Int {
         try database.transaction(.write) {
+            // Counted by host before (a requeue keeps the bytes): out of failed, into queued.
+            let failed = try database.rows("""
+                SELECT host_id, count(*), coalesce(sum(expected_bytes), 0), sum(received_bytes), count(*) - count(expected_bytes)
+                FROM jobs WHERE state = 'failed' GROUP BY host_id
+                """) { (host: $0.int(0), jobs: $0.int(1), expected: $0.int(2), received: $0.int(3), unknownSize: $0.int(4)) }
             try requeue("state = 'failed'", [])
-            return database.changes
+            let changed = database.changes
+            for group in failed {
+                try addTotals(state: JobState.failed.rawValue, jobs: -group.jobs, expected: -group.expected,
+                              received: -group.received, unknownSize: -group.unknownSize)
+                try addTotals(state: JobState.queued.rawValue, jobs: group.jobs, expected: group.expected,
+                              received: group.received, unknownSize: group.unknownSize)
+                try addQueued(group.jobs, host: group.host)
+            }
+            return changed
         }
     }
 

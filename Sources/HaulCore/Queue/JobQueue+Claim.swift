@@ -72,7 +72,7 @@ extension JobQueue {
             """)
         let record = try database.statement(
             "INSERT OR FAIL INTO attempts (job_id, number, lease_token, started_at, bytes) VALUES (?, ?, ?, ?, ?)")
-        // A claim fires no counting trigger (migration 0012): the queued counters drop here, once
+        // A claim counts itself (migrations 0012 and 0015): the queued counters drop here, once
         // per batch and host, by what the claimed rows held.
         let touchHost = try database.statement("UPDATE OR FAIL hosts SET last_claim = ?, queued = queued - ? WHERE id = ?")
         let uncount = try database.statement("""
@@ -124,6 +124,11 @@ extension JobQueue {
     /// kills cannot use up a healthy job's attempts; one that made no progress (a job that kills
     /// its worker every time) is counted, so such a job still ends failed.
     func expireLeases(now: Int) throws {
+        // The jobs whose lease expired (few, found through the jobs_running index): counted
+        // where they go once they went (running jobs are not counted).
+        let expired = try database.statement("SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= ?")
+            .rows([now]) { $0.int(0) }
+        guard !expired.isEmpty else { return }
         // The job's bytes now, and whether they grew past those the attempt began from (its
         // bytes while open; NULL for an attempt claimed before that was recorded: counted).
         let received = "(SELECT j.received_bytes FROM jobs j WHERE j.id = attempts.job_id)"
@@ -153,6 +158,7 @@ extension JobQueue {
                 lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1
             WHERE state = 'running' AND lease_expires_at <= ?1
             """, now)
+        for id in expired { try countArrival(of: id) }
     }
 
     /// Makes the leases of the given owners expire now, so their jobs are claimable at once

@@ -16,7 +16,9 @@ extension JobQueue {
                 try database.run("UPDATE hosts SET current_limit = ? WHERE id = ?", limit, hostID)
             }
             try recordProgress(request.progress)
-            result.outcomes = try request.outcomes.map { try record($0, worker: request.worker) }
+            var done = DoneTally()
+            result.outcomes = try request.outcomes.map { try record($0, worker: request.worker, done: &done) }
+            try count(done)
             try releaseSlots(request.releaseSlots)
             if now - lastExpiry >= Self.expiryInterval || request.claim > 0 && now - lastExpiry >= 100 {
                 try expireLeases(now: now)
@@ -44,11 +46,12 @@ extension JobQueue {
     /// How often an exchange that claims nothing looks for expired leases, in ms.
     static let expiryInterval = 1000
 
-    private func record(_ outcome: Outcome, worker: String) throws -> OutcomeResult {
+    private func record(_ outcome: Outcome, worker: String, done: inout DoneTally) throws -> OutcomeResult {
         do {
             switch outcome {
             case .done(let jobID, let token, let status, let bytes, let placed):
-                try complete(jobID: jobID, token: token, status: status, bytes: bytes, placed: placed, placedBy: worker.isEmpty ? nil : worker)
+                try complete(jobID: jobID, token: token, status: status, bytes: bytes, placed: placed,
+                             placedBy: worker.isEmpty ? nil : worker, tally: &done)
                 return .recorded
             case .kept(let jobID, let token, let bytes):
                 try keep(jobID: jobID, token: token, bytes: bytes)

@@ -46,6 +46,16 @@ extension JobQueue {
 
     /// Marks a job done. Throws `StaleLeaseError` when `token` no longer holds it.
     public func complete(jobID: Int, token: String, status: Int, bytes: Int, placed: PlacedFile? = nil, placedBy: String? = nil) throws {
+        try database.transaction(.write) {
+            var done = DoneTally()
+            try complete(jobID: jobID, token: token, status: status, bytes: bytes, placed: placed, placedBy: placedBy, tally: &done)
+            try count(done)
+        }
+    }
+
+    /// `complete`, counted in `tally` (the caller counts it, for a batch at once).
+    func complete(jobID: Int, token: String, status: Int, bytes: Int, placed: PlacedFile?, placedBy: String?,
+                  tally: inout DoneTally) throws {
         let now = clock()
         try database.transaction(.write) {
             try database.run("""
@@ -62,6 +72,8 @@ extension JobQueue {
                 placed?.metadata.contentType, placed?.metadata.finalURL, placed?.metadata.sha256, placedBy, jobID, token)
             guard database.changes == 1 else { throw StaleLeaseError(jobID: jobID) }
             try closeAttempt(jobID: jobID, token: token, now: now, status: status, error: nil, bytes: bytes)
+            tally.jobs += 1
+            tally.bytes += bytes
         }
     }
 
@@ -78,6 +90,7 @@ extension JobQueue {
                 WHERE id = ? AND lease_token = ? AND state = 'running'
                 """, now, now, jobID, token)
             guard database.changes == 1 else { throw StaleLeaseError(jobID: jobID) }
+            try countArrival(of: jobID)
             try closeAttempt(jobID: jobID, token: token, now: now, status: 304, error: nil, bytes: 0)
         }
     }
@@ -98,6 +111,7 @@ extension JobQueue {
                 WHERE id = ? AND lease_token = ? AND state = 'running'
                 """, bytes, bytes, now, now, jobID, token)
             guard database.changes == 1 else { throw StaleLeaseError(jobID: jobID) }
+            try countArrival(of: jobID)
             try closeAttempt(jobID: jobID, token: token, now: now, status: nil, error: Job.keptNote, bytes: 0)
         }
     }
@@ -116,6 +130,7 @@ extension JobQueue {
             if attempts >= maxAttempts {
                 let reason = "gave up after \(attempts) attempt\(attempts == 1 ? "" : "s"): \(error)"
                 try finishFailed(jobID: jobID, status: status, reason: reason, now: now)
+                try countArrival(of: jobID)
                 return .failed(reason: reason)
             }
             try database.run("""
@@ -123,6 +138,7 @@ extension JobQueue {
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
                 WHERE id = ?
                 """, at, status, error, FailureKind.of(error), now, jobID)
+            try countArrival(of: jobID)
             return .queued(at: at)
         }
     }
@@ -137,6 +153,7 @@ extension JobQueue {
             else { throw StaleLeaseError(jobID: jobID) }
             try closeAttempt(jobID: jobID, token: token, now: now, status: status, error: reason, bytes: bytes)
             try finishFailed(jobID: jobID, status: status, reason: reason, now: now)
+            try countArrival(of: jobID)
         }
     }
 
@@ -155,6 +172,7 @@ extension JobQueue {
                 WHERE id = ? AND lease_token = ? AND state = 'running'
                 """, now, notBefore, jobID, token)
             guard database.changes == 1 else { return false }
+            try countArrival(of: jobID)
             try closeAttempt(jobID: jobID, token: token, now: now, status: nil, error: reason, bytes: nil)
             return true
         }

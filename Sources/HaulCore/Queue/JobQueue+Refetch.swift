@@ -39,10 +39,12 @@ extension JobQueue {
             for job in jobs {
                 let identity = job.adopt
                 let keepIdentity = identity == nil && job.conditional
-                try update.run([now, identity?.stored.size, identity?.stored.modified,
-                                identity?.stored.inode, identity?.stored.changed,
-                                keepIdentity ? 1 : 0, job.conditional ? 1 : 0, job.jobID])
-                changed += database.changes
+                try counting(job.jobID) {
+                    try update.run([now, identity?.stored.size, identity?.stored.modified,
+                                    identity?.stored.inode, identity?.stored.changed,
+                                    keepIdentity ? 1 : 0, job.conditional ? 1 : 0, job.jobID])
+                    changed += database.changes
+                }
             }
             return changed
         }

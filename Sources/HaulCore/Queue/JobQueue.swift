@@ -12,11 +12,11 @@ import Synchronization
 ///
 /// The statements that claim, renew and finish one job at a time are written `UPDATE OR FAIL` /
 /// `INSERT OR FAIL`: with SQLite's default (ABORT) conflict policy, a statement that fires
-/// triggers and may break a constraint keeps a statement journal (every page it touches copied
-/// first, so it alone can be undone): a fifth of the cost of claiming and finishing a job,
-/// measured under callgrind. These statements only run inside a transaction that is rolled back
-/// whole on any error, so undoing one statement alone is never needed; FAIL is what their
-/// triggers then run under too.
+/// triggers (the attempts' foreign key, the counting trigger on DELETE) and may break a
+/// constraint keeps a statement journal (every page it touches copied first, so it alone can be
+/// undone). These statements only run inside a transaction that is rolled back whole on any
+/// error, so undoing one statement alone is never needed. No trigger runs on an UPDATE of a job:
+/// the queue keeps its counters itself (`JobQueue+Counting.swift`).
 public final class JobQueue {
     /// The connection: `package`, so the tests of this package may look inside; SQL stays in Queue.
     package let database: Database

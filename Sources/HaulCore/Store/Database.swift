@@ -87,9 +87,10 @@ public final class Database {
             // is not SQLite fails here, before anything is written to it.
             _ = try scalarInt("SELECT count(*) FROM sqlite_schema")
             // Pages stay at SQLite's 4 KiB: 16 KiB pages made bulk adds about a fifth faster, but
-            // every job update (its triggers keep the counters) copies each page it touches into
-            // the statement journal, and at 16 KiB that doubled the cost of claiming and
-            // completing a job (measured: 191 k against 111 k instructions per claim).
+            // every job update (when triggers kept the counters, before migration 0015) copied
+            // each page it touched into the statement journal, and at 16 KiB that doubled the
+            // cost of claiming and completing a job (measured: 191 k against 111 k instructions
+            // per claim).
             // Refuse a newer haul's database before the journal mode below can change its header.
             try Migrator(migrations: migrations).refuseUnknown(self)
             // Another program's database gets no haul table, and a command that only reads or
