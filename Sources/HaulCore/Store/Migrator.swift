@@ -2,9 +2,9 @@ import Foundation
 
 /// Brings a database's schema up to date with a list of migrations.
 ///
-/// Guarantees: migrations run in version order, each in its own `BEGIN IMMEDIATE` transaction
-/// together with its row in `schema_migrations`, so a crash leaves the database at a whole
-/// version. A database that records a version this binary does not know is refused and left
+/// Guarantees: migrations run in version order, each with its row in `schema_migrations`, all
+/// those pending in one `BEGIN IMMEDIATE` transaction, so a crash leaves the database at the
+/// version it had or at the newest, never between. A database that records a version this binary does not know is refused and left
 /// untouched.
 public struct Migrator: Sendable {
     public let migrations: [Migration]
@@ -53,13 +53,16 @@ public struct Migrator: Sendable {
         let done = Set(applied.map(\.version))
         let pending = migrations.filter { !done.contains($0.version) }
         guard !pending.isEmpty else { return }
-        for migration in pending {
-            try database.transaction(.write) {
+        // One transaction for them all: each migration in its own made SQLite read the whole
+        // schema again after every one, two thirds of the instructions of a first `haul add`.
+        try database.transaction(.write) {
+            var applied = 0
+            for migration in pending {
                 // Re-check inside the write lock: another process may have migrated meanwhile.
                 let already = try database.scalarInt(
                     "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'") > 0
                     && database.scalarInt("SELECT count(*) FROM schema_migrations WHERE version = ?", [migration.version]) > 0
-                if already { return }
+                if already { continue }
                 try database.execute("""
                     CREATE TABLE IF NOT EXISTS schema_migrations (
                         version    INTEGER PRIMARY KEY,
@@ -68,14 +71,17 @@ public struct Migrator: Sendable {
                     );
                     """)
                 try database.execute(migration.sql)
-                // A migration that edits a definition in sqlite_schema directly (0011) leaves the
-                // schema version as it was, so connections already open would keep the old
-                // definition: bump it after every migration (one made of DDL statements has
-                // bumped it already; once more costs nothing).
-                let version = try database.scalarInt("PRAGMA schema_version")
-                try database.execute("PRAGMA schema_version = \(version + 1)")
                 try database.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                                  migration.version, migration.name, Int(Date().timeIntervalSince1970 * 1000))
+                applied += 1
+            }
+            // A migration that edits a definition in sqlite_schema directly (0011) leaves the
+            // schema version as it was, so connections already open would keep the old
+            // definition: bump it once the migrations are in (those made of DDL statements have
+            // bumped it already; once more costs nothing).
+            if applied > 0 {
+                let version = try database.scalarInt("PRAGMA schema_version")
+                try database.execute("PRAGMA schema_version = \(version + 1)")
             }
         }
     }
