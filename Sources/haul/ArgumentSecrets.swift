@@ -41,6 +41,20 @@ enum ArgumentSecrets {
                 index += 2
                 continue
             }
+            if !text.hasPrefix("--"), text.hasPrefix("-"), text.utf8.count > 2, let (letter, offset) = secretLetter(in: text) {
+                // Short options together (-ualice:pw, -kHCookie: c=1, -xuser:pw@host, -ku with
+                // the value next): the value is the rest of the argument, or the next one.
+                let value: UnsafeMutablePointer<CChar>? = offset < strlen(argument) ? argument + offset : next
+                if let value {
+                    switch letter {
+                    case "u": maskPassword(ofUser: value)
+                    case "H": maskCredentialHeader(value)
+                    default: maskURLPassword(value, schemeOptional: true)
+                    }
+                }
+                index += offset < strlen(argument) ? 1 : 2
+                continue
+            }
             if let equals = text.firstIndex(of: "="), text.hasPrefix("--") {
                 let name = String(text[..<equals])
                 let offset = text.utf8.distance(from: text.startIndex, to: equals) + 1
@@ -52,6 +66,19 @@ enum ArgumentSecrets {
             maskURLPassword(argument, schemeOptional: false)
             index += 1
         }
+    }
+
+    /// Short options that take no value: letters that may come before another in one argument.
+    private static let flagLetters: Set<Character> = ["k", "q", "h"]
+
+    /// In `-kqu…`: the first letter after the flags when it is `u`, `H` or `x` (whose value may
+    /// hold a secret), with the offset of its value in the argument.
+    private static func secretLetter(in text: String) -> (Character, Int)? {
+        for (offset, letter) in text.enumerated().dropFirst() {
+            if flagLetters.contains(letter) { continue }
+            return ["u", "H", "x"].contains(letter) ? (letter, offset + 1) : nil
+        }
+        return nil
     }
 
     /// `user:password` → `user:********`.

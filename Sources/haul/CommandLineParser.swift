@@ -73,6 +73,7 @@ struct CommandFailure: Error {
 enum CommandLineParser {
     static func parse(_ arguments: [String], for spec: CommandSpec) throws -> ParsedArguments {
         var result = ParsedArguments()
+        var arguments = arguments
         var index = 0
         var onlyPositionals = false
         while index < arguments.count {
@@ -83,6 +84,13 @@ enum CommandLineParser {
                 continue
             }
             if argument == "--" { onlyPositionals = true; continue }
+            if !argument.hasPrefix("--"), argument.count > 2 {
+                // Short options together, as getopt reads them (curl, wget, aria2c): flags
+                // bundled (-qk), and a value attached to the last one (-j4, -ofile, -qj4).
+                arguments.replaceSubrange((index - 1)..<index, with: try splitShortOptions(argument, spec: spec))
+                index -= 1
+                continue
+            }
             var name = argument
             var inlineValue: String? = nil
             if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
@@ -122,6 +130,27 @@ enum CommandLineParser {
             }
         }
         return result
+    }
+
+    /// `-qj4` as `-q`, `--jobs=4`: letters while they name flags, then one that takes a value,
+    /// the rest of the argument being that value (when there is a rest; else the next argument).
+    static func splitShortOptions(_ argument: String, spec: CommandSpec) throws -> [String] {
+        var parts: [String] = []
+        var letters = argument.dropFirst()
+        while let letter = letters.first {
+            letters = letters.dropFirst()
+            let name = "-\(letter)"
+            guard let option = spec.allOptions.first(where: { $0.names.contains(name) }) else {
+                throw UsageError(message: "unknown option '\(name)'\(parts.isEmpty && letters.isEmpty ? "" : " in '\(argument)'")", spec: spec)
+            }
+            if option.value != nil {
+                // An attached value is the value, even one that looks like another option.
+                parts.append(letters.isEmpty ? name : "\(option.names.last!)=\(letters)")
+                break
+            }
+            parts.append(name)
+        }
+        return parts
     }
 
     /// A positive whole number option, or a usage error naming it.

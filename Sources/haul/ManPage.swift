@@ -22,6 +22,11 @@ enum ManPage {
                 written to a hidden temp file beside the destination and moved into place only once their status, \
                 length and checksum (md5, sha1, sha256 or sha512, when given) checked out.
                 """),
+            ".PP",
+            escape("""
+                Options take their value as the next argument or after '=' (--jobs 4, --jobs=4); short ones \
+                also attached (-j4, -ojobs.jsonl) and after flags bundled with them (-qkj4).
+                """),
             ".SH COMMANDS",
         ]
         for command in Commands.all {

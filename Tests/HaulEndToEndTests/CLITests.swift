@@ -82,6 +82,12 @@ final class CLITests: XCTestCase {
             (["run", "--stall", "x"], "'--stall' needs a number of seconds"),
             (["status", "--watch", "0.01"], "'--watch' needs a number of seconds"),
             (["get", "-j", "0", "https://e.org/x"], "'--jobs' needs a whole number greater than 0"),
+            // Short options together, as getopt reads them.
+            (["run", "-j0"], "'--jobs' needs a whole number greater than 0"),
+            (["get", "-qj0", "https://e.org/x"], "'--jobs' needs a whole number greater than 0"),
+            (["get", "-kZ", "https://e.org/x"], "unknown option '-Z' in '-kZ'"),
+            (["list", "-Z"], "unknown option '-Z'"),
+            (["status", "-qw"], "unknown option '-q' in '-qw'"),
         ]
         for (arguments, message) in cases {
             let result = try haul(arguments, in: directory.path)
@@ -91,6 +97,21 @@ final class CLITests: XCTestCase {
             XCTAssertEqual(result.stdoutText, "", "\(arguments)")
         }
         XCTAssertEqual(directory.contents(), [], "a usage error created files")
+    }
+
+    /// Short options together, as curl, wget and aria2c take them: flags bundled, and a value
+    /// attached to the last one.
+    func testShortOptionsBundleAndTakeAttachedValues() throws {
+        let directory = try makeTempDirectory()
+        let added = try haul(["add", "-d\(directory.file("out"))", "-HX-Note: -kq", "https://e.org/x"], in: directory.path)
+        XCTAssertEqual(added.status, 0, added.stderrText)
+        let exported = try haul(["export", "-ojobs.jsonl"], in: directory.path)
+        XCTAssertEqual(exported.status, 0, exported.stderrText)
+        let line = try String(contentsOfFile: directory.file("jobs.jsonl"), encoding: .utf8)
+        XCTAssertTrue(line.contains("\"url\":\"https://e.org/x\""), line)
+        XCTAssertTrue(line.contains(directory.file("out/x")), "-dDIR: \(line)")
+        let shown = try haul(["show", "1"], in: directory.path)
+        XCTAssertTrue(shown.stdoutText.contains("X-Note"), "-HVALUE: \(shown.stdoutText)")
     }
 
     func testCommandsOnAMissingDatabaseFailClearlyAndCreateNothing() throws {

@@ -175,10 +175,14 @@ final class SecurityTests: XCTestCase {
             h.start(["get", "-d", h.out, "--quiet", "-u", "alice:U-S3CRET", "--header=Cookie: c=COOKIE-S3CRET",
                      "-H", "X-Visible: shown", "--proxy=http://px:PROXY-S3CRET@127.0.0.9:9", "--noproxy", "*", url]),
             HaulProcess.start(h.haul, ["get", "-d", h.out, "--quiet", "-H", "Authorization: Bearer TOKEN-S3CRET", "--user-agent", "ua-shown",
-                                       "-x", "socks5h://px:PROXY2-S3CRET@127.0.0.9:9", "--noproxy", "*", url + "?two",
+                                       "-kx", "socks5h://px:PROXY2-S3CRET@127.0.0.9:9", "--noproxy", "*", url + "?two",
                                        "--db", h.temp.file("two.db")], currentDirectory: h.temp.path),
+            // Short options together, values attached (-uUSER:PASSWORD) or next (-kx PROXY).
+            HaulProcess.start(h.haul, ["get", "-d", h.out, "-qkualice:U3-S3CRET", "-HCookie: c=COOKIE3-S3CRET",
+                                       "-xhttp://px:PROXY3-S3CRET@127.0.0.9:9", "--noproxy", "*", url + "?three",
+                                       "--db", h.temp.file("three.db")], currentDirectory: h.temp.path),
         ]
-        XCTAssertTrue(server.waitForRequests(count: 2, path: "/held.bin"), "the requests never came")
+        XCTAssertTrue(server.waitForRequests(count: 3, path: "/held.bin"), "the requests never came")
         let listed = children.map { (try? String(contentsOfFile: "/proc/\($0.processIdentifier)/cmdline", encoding: .utf8)) ?? "" }
         gate.open()
         for child in children {
@@ -186,15 +190,18 @@ final class SecurityTests: XCTestCase {
             XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
         }
         XCTAssertTrue(listed[0].contains("alice:") && listed[0].contains("X-Visible: shown") && listed[0].contains("127.0.0.9:9")
-                      && listed[0].contains("bob:") && listed[1].contains("Authorization:") && listed[1].contains("ua-shown"),
+                      && listed[0].contains("bob:") && listed[1].contains("Authorization:") && listed[1].contains("ua-shown")
+                      && listed[2].contains("-qkualice:") && listed[2].contains("-HCookie:") && listed[2].contains("127.0.0.9:9"),
                       "the command lines lost more than their secrets: \(listed)")
-        for secret in ["U-S3CRET", "COOKIE-S3CRET", "TOKEN-S3CRET", "URL-S3CRET", "PROXY-S3CRET", "PROXY2-S3CRET"] {
+        for secret in ["U-S3CRET", "COOKIE-S3CRET", "TOKEN-S3CRET", "URL-S3CRET", "PROXY-S3CRET", "PROXY2-S3CRET",
+                       "U3-S3CRET", "COOKIE3-S3CRET", "PROXY3-S3CRET"] {
             XCTAssertFalse(listed.joined().contains(secret), "\(secret) is readable in /proc/PID/cmdline: \(listed)")
         }
         let requests = server.requests(path: "/held.bin")
         XCTAssertEqual(Set(requests.compactMap { $0.header("Authorization") }),
-                       ["Basic " + Data("alice:U-S3CRET".utf8).base64EncodedString(), "Bearer TOKEN-S3CRET"], "-u wins over the URL's user, as in curl: \(requests)")
-        XCTAssertEqual(requests.compactMap { $0.header("Cookie") }, ["c=COOKIE-S3CRET"])
+                       ["Basic " + Data("alice:U-S3CRET".utf8).base64EncodedString(), "Bearer TOKEN-S3CRET",
+                        "Basic " + Data("alice:U3-S3CRET".utf8).base64EncodedString()], "-u wins over the URL's user, as in curl: \(requests)")
+        XCTAssertEqual(Set(requests.compactMap { $0.header("Cookie") }), ["c=COOKIE-S3CRET", "c=COOKIE3-S3CRET"])
     }
 
     // MARK: Modes
