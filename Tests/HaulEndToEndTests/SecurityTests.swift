@@ -169,16 +169,17 @@ final class SecurityTests: XCTestCase {
             return FaultServer.Response.ok(Data("held".utf8))
         }
         let url = server.url("/held.bin").absoluteString.replacingOccurrences(of: "://", with: "://bob:URL-S3CRET@")
-        // -u and -H Authorization exclude each other: two gets, held together, each on its own
-        // queue (so each fetches its own job).
+        // -u and -H Authorization exclude each other: gets held together, each on its own queue
+        // (so each fetches its own job). Proxies need the libcurl transport, whatever
+        // HAUL_TRANSPORT says.
         let children = try [
-            h.start(["get", "-d", h.out, "--quiet", "-u", "alice:U-S3CRET", "--header=Cookie: c=COOKIE-S3CRET",
+            h.start(["get", "--transport", "curl", "-d", h.out, "--quiet", "-u", "alice:U-S3CRET", "--header=Cookie: c=COOKIE-S3CRET",
                      "-H", "X-Visible: shown", "--proxy=http://px:PROXY-S3CRET@127.0.0.9:9", "--noproxy", "*", url]),
-            HaulProcess.start(h.haul, ["get", "-d", h.out, "--quiet", "-H", "Authorization: Bearer TOKEN-S3CRET", "--user-agent", "ua-shown",
+            HaulProcess.start(h.haul, ["get", "--transport", "curl", "-d", h.out, "--quiet", "-H", "Authorization: Bearer TOKEN-S3CRET", "--user-agent", "ua-shown",
                                        "-kx", "socks5h://px:PROXY2-S3CRET@127.0.0.9:9", "--noproxy", "*", url + "?two",
                                        "--db", h.temp.file("two.db")], currentDirectory: h.temp.path),
             // Short options together, values attached (-uUSER:PASSWORD) or next (-kx PROXY).
-            HaulProcess.start(h.haul, ["get", "-d", h.out, "-qkualice:U3-S3CRET", "-HCookie: c=COOKIE3-S3CRET",
+            HaulProcess.start(h.haul, ["get", "--transport", "curl", "-d", h.out, "-qkualice:U3-S3CRET", "-HCookie: c=COOKIE3-S3CRET",
                                        "-xhttp://px:PROXY3-S3CRET@127.0.0.9:9", "--noproxy", "*", url + "?three",
                                        "--db", h.temp.file("three.db")], currentDirectory: h.temp.path),
         ]
