@@ -11,12 +11,32 @@ import Foundation
 /// a few milliseconds, is not covered: as with curl, a secret that must never be seen goes in
 /// a file (`--netrc-file`, `-i` with the URLs) or the environment (PGPASSWORD).
 enum ArgumentSecrets {
-    /// Options whose next argument is `USER:PASSWORD`.
-    private static let userOptions: Set<String> = ["-u", "--user"]
-    /// Options whose next argument is a header line.
-    private static let headerOptions: Set<String> = ["-H", "--header"]
-    /// Options whose next argument is a proxy, which may have no scheme (`user:pw@host:port`).
-    private static let proxyOptions: Set<String> = ["-x", "--proxy"]
+    /// What an option's value may hide.
+    private enum Secret {
+        /// `USER:PASSWORD` (`-u`).
+        case user
+        /// A header line (`-H`).
+        case header
+        /// A proxy, which may have no scheme (`user:pw@host:port`, `-x`).
+        case proxy
+
+        init?(option: String) {
+            switch option {
+            case "-u", "--user": self = .user
+            case "-H", "--header": self = .header
+            case "-x", "--proxy": self = .proxy
+            default: return nil
+            }
+        }
+
+        func mask(_ value: UnsafeMutablePointer<CChar>) {
+            switch self {
+            case .user: ArgumentSecrets.maskPassword(ofUser: value)
+            case .header: ArgumentSecrets.maskCredentialHeader(value)
+            case .proxy: ArgumentSecrets.maskURLPassword(value, schemeOptional: true)
+            }
+        }
+    }
 
     static func hide() {
         let count = Int(CommandLine.argc)
@@ -26,57 +46,38 @@ enum ArgumentSecrets {
             guard let argument = argv[index] else { index += 1; continue }
             let text = String(cString: argument)
             let next = index + 1 < count ? argv[index + 1] : nil
-            if userOptions.contains(text), let next {
-                maskPassword(ofUser: next)
+            if let secret = Secret(option: text), let next {
+                secret.mask(next)
                 index += 2
                 continue
             }
-            if headerOptions.contains(text), let next {
-                maskCredentialHeader(next)
-                index += 2
-                continue
-            }
-            if proxyOptions.contains(text), let next {
-                maskURLPassword(next, schemeOptional: true)
-                index += 2
-                continue
-            }
-            if !text.hasPrefix("--"), text.hasPrefix("-"), text.utf8.count > 2, let (letter, offset) = secretLetter(in: text) {
+            if !text.hasPrefix("--"), text.hasPrefix("-"), text.utf8.count > 2, let (secret, offset) = bundledSecret(in: text) {
                 // Short options together (-ualice:pw, -kHCookie: c=1, -xuser:pw@host, -ku with
                 // the value next): the value is the rest of the argument, or the next one.
-                let value: UnsafeMutablePointer<CChar>? = offset < strlen(argument) ? argument + offset : next
-                if let value {
-                    switch letter {
-                    case "u": maskPassword(ofUser: value)
-                    case "H": maskCredentialHeader(value)
-                    default: maskURLPassword(value, schemeOptional: true)
-                    }
-                }
-                index += offset < strlen(argument) ? 1 : 2
+                let attached = offset < strlen(argument)
+                if let value = attached ? argument + offset : next { secret.mask(value) }
+                index += attached ? 1 : 2
                 continue
             }
-            if let equals = text.firstIndex(of: "="), text.hasPrefix("--") {
-                let name = String(text[..<equals])
-                let offset = text.utf8.distance(from: text.startIndex, to: equals) + 1
-                let value = argument + offset
-                if userOptions.contains(name) { maskPassword(ofUser: value) }
-                if headerOptions.contains(name) { maskCredentialHeader(value) }
-                if proxyOptions.contains(name) { maskURLPassword(value, schemeOptional: true) }
+            if let equals = text.firstIndex(of: "="), text.hasPrefix("--"), let secret = Secret(option: String(text[..<equals])) {
+                secret.mask(argument + text.utf8.distance(from: text.startIndex, to: equals) + 1)
             }
             maskURLPassword(argument, schemeOptional: false)
             index += 1
         }
     }
 
-    /// Short options that take no value: letters that may come before another in one argument.
-    private static let flagLetters: Set<Character> = ["k", "q", "h"]
+    /// Short options that take no value, over every command: letters that may come before
+    /// another in one argument.
+    private static let flagLetters = Set(Commands.all.flatMap { $0.spec.allOptions }.filter { $0.value == nil }
+        .flatMap(\.names).filter { $0.count == 2 }.compactMap(\.last))
 
-    /// In `-kqu…`: the first letter after the flags when it is `u`, `H` or `x` (whose value may
-    /// hold a secret), with the offset of its value in the argument.
-    private static func secretLetter(in text: String) -> (Character, Int)? {
+    /// In `-kqu…`: the first option after the flags when its value may hold a secret (`-u`,
+    /// `-H`, `-x`), with the offset of its value in the argument.
+    private static func bundledSecret(in text: String) -> (Secret, Int)? {
         for (offset, letter) in text.enumerated().dropFirst() {
             if flagLetters.contains(letter) { continue }
-            return ["u", "H", "x"].contains(letter) ? (letter, offset + 1) : nil
+            return Secret(option: "-\(letter)").map { ($0, offset + 1) }
         }
         return nil
     }
