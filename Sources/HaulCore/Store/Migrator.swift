@@ -4,8 +4,8 @@ import Foundation
 ///
 /// Guarantees: migrations run in version order, each with its row in `schema_migrations`, all
 /// those pending in one `BEGIN IMMEDIATE` transaction, so a crash leaves the database at the
-/// version it had or at the newest, never between. A database that records a version this binary does not know is refused and left
-/// untouched.
+/// version it had or at the newest, never between. A database that records a version this
+/// binary does not know is refused and left untouched.
 public struct Migrator: Sendable {
     public let migrations: [Migration]
 
@@ -56,33 +56,28 @@ public struct Migrator: Sendable {
         // One transaction for them all: each migration in its own made SQLite read the whole
         // schema again after every one, two thirds of the instructions of a first `haul add`.
         try database.transaction(.write) {
-            var applied = 0
+            // Read again inside the write lock: another process may have migrated meanwhile.
+            let done = Set(try Self.appliedVersions(database).map(\.version))
+            let pending = pending.filter { !done.contains($0.version) }
+            guard !pending.isEmpty else { return }
+            try database.execute("""
+                CREATE TABLE IF NOT EXISTS schema_migrations (
+                    version    INTEGER PRIMARY KEY,
+                    name       TEXT    NOT NULL,
+                    applied_at INTEGER NOT NULL
+                );
+                """)
             for migration in pending {
-                // Re-check inside the write lock: another process may have migrated meanwhile.
-                let already = try database.scalarInt(
-                    "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'") > 0
-                    && database.scalarInt("SELECT count(*) FROM schema_migrations WHERE version = ?", [migration.version]) > 0
-                if already { continue }
-                try database.execute("""
-                    CREATE TABLE IF NOT EXISTS schema_migrations (
-                        version    INTEGER PRIMARY KEY,
-                        name       TEXT    NOT NULL,
-                        applied_at INTEGER NOT NULL
-                    );
-                    """)
                 try database.execute(migration.sql)
                 try database.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                                  migration.version, migration.name, Int(Date().timeIntervalSince1970 * 1000))
-                applied += 1
             }
             // A migration that edits a definition in sqlite_schema directly (0011) leaves the
             // schema version as it was, so connections already open would keep the old
             // definition: bump it once the migrations are in (those made of DDL statements have
             // bumped it already; once more costs nothing).
-            if applied > 0 {
-                let version = try database.scalarInt("PRAGMA schema_version")
-                try database.execute("PRAGMA schema_version = \(version + 1)")
-            }
+            let version = try database.scalarInt("PRAGMA schema_version")
+            try database.execute("PRAGMA schema_version = \(version + 1)")
         }
     }
 }
