@@ -86,6 +86,12 @@ final class RunReporter: Sendable {
         write(object.text + "\n", to: STDOUT_FILENO)
     }
 
+    /// A line for stderr that is not an engine event (an input line `haul get` rejected while
+    /// it downloads), in every mode: above the live display on a terminal.
+    func note(_ text: String) {
+        if mode == .terminal { aboveStatusLine(text) } else { write(text + "\n", to: STDERR_FILENO) }
+    }
+
     func interrupted(signal: Int32) {
         let text = "haul: \(signal == SIGINT ? "interrupted" : "terminated"); handing running jobs back to the queue (again to quit at once)"
         if mode == .terminal { aboveStatusLine(text) } else if mode != .json { write(text + "\n", to: STDERR_FILENO) }

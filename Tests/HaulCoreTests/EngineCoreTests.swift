@@ -15,12 +15,13 @@ final class EngineCoreTests: XCTestCase {
         var actions: [EngineCore.Action] = []
 
         init(workers: Int = 4, prepareAhead: Int = 0, claimAheadRounds: Int = 2, claimBelowRounds: Int = 4,
-             batchSize: Int = EngineCore.Config.defaultBatchSize) {
+             batchSize: Int = EngineCore.Config.defaultBatchSize, inputOpen: Bool = false) {
             var config = EngineCore.Config(workers: workers, owner: "me/1/1", leaseMilliseconds: 60_000, maxAttempts: nil,
                                            policy: RetryPolicy(backoff: Backoff(base: 1, cap: 1)),
                                            prepareAhead: prepareAhead, claimAheadRounds: claimAheadRounds,
                                            claimBelowRounds: claimBelowRounds)
             config.batchSize = batchSize
+            config.inputOpen = inputOpen
             core = EngineCore(config: config)
         }
 
@@ -372,6 +373,48 @@ final class EngineCoreTests: XCTestCase {
             if case .exchange(let request, _) = action { return request.releaseSlots } else { return nil }
         }.flatMap { $0 }
         XCTAssertEqual(released, [Self.slot(0)])
+    }
+
+    /// While jobs are still being added (`haul get` reading its list as it downloads), a drained
+    /// queue does not end the run; jobs added are claimed at once, not at the next look; and once
+    /// the input has closed, the next claim that finds the queue drained ends the run.
+    func testARunWhoseInputIsOpenEndsOnlyAfterTheInputClosesAndTheQueueDrains() {
+        func finish(in actions: [EngineCore.Action]) -> Bool {
+            actions.contains { if case .finish = $0 { return true } else { return false } }
+        }
+        var harness = Harness(workers: 1, inputOpen: true)
+        harness.send(.begin)
+        for _ in 0..<20 {  // twenty looks at an empty queue, a second apart at most
+            harness.settle(queueEmpty: true)
+            harness.now += 1000
+            harness.send(.tick)
+        }
+        XCTAssertFalse(finish(in: harness.actions), "the run ended on a drained queue while its input was still open")
+        harness.settle(queueEmpty: true)
+        let added = harness.send(.inputAdded)
+        XCTAssertGreaterThan(Harness.exchange(in: added)?.claim ?? 0, 0, "jobs added are claimed at once")
+        var answer = ExchangeResult()
+        answer.claimed = [Self.lease(1)]
+        harness.send(.exchanged(answer))
+        harness.grant([Self.slot(0)])
+        harness.send(.prepared(token: "t1", forget: nil))
+        harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
+        harness.send(.placed(["t1": Harness.placedFile]))
+        for _ in 0..<10 {
+            harness.settle(queueEmpty: true)
+            harness.now += 1000
+            harness.send(.tick)
+        }
+        XCTAssertFalse(finish(in: harness.actions), "the run ended before its input closed")
+        XCTAssertEqual(harness.core.stats.done, 1)
+        harness.send(.inputClosed)
+        var finished = false
+        for _ in 0..<20 where !finished {
+            let next = harness.settle(queueEmpty: true) + { harness.now += 50; return harness.send(.tick) }()
+            finished = finish(in: harness.actions + next)
+        }
+        XCTAssertTrue(finished, "the run ends once its input closed and the queue is drained")
+        XCTAssertEqual(harness.core.summary.done, 1)
     }
 
     /// An engine holding nothing while another claimer runs the queue's last jobs looks again

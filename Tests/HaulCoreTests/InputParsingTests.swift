@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import Synchronization
 @testable import HaulCore
 import HaulTestSupport
 
@@ -295,6 +296,67 @@ final class InputParsingTests: XCTestCase {
         XCTAssertEqual(summary.added, 3)
         // An option that may hold a secret is shown without its value.
         XCTAssertEqual(texts.shown[2...3], ["  out=orphan", "  http-passwd=…"])
+    }
+
+    /// A reader waits only when no whole line is buffered and the input has nothing more now: a
+    /// pipe whose writer has not written the rest yet; never a regular file, nor an input at its end.
+    func testAReaderWouldWaitOnlyForAPipeWithNoWholeLineToGive() throws {
+        var ends: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&ends), 0)
+        defer { close(ends[0]) }
+        var reader = LineReader(descriptor: ends[0])
+        XCTAssertTrue(reader.wouldWait(), "an empty pipe")
+        XCTAssertEqual(write(ends[1], "a\nb\nc", 5), 5)
+        XCTAssertFalse(reader.wouldWait(), "lines to read")
+        guard case .bytes(let a)? = try reader.next() else { return XCTFail("no first line") }
+        XCTAssertEqual(a, Array("a".utf8))
+        XCTAssertFalse(reader.wouldWait(), "a whole line still buffered")
+        _ = try reader.next()
+        XCTAssertTrue(reader.wouldWait(), "only part of a line, and nothing more to read")
+        XCTAssertTrue(reader.wouldWait(milliseconds: 20))
+        close(ends[1])
+        XCTAssertFalse(reader.wouldWait(), "the input ended: the last line is ready")
+        guard case .bytes(let c)? = try reader.next() else { return XCTFail("no last line") }
+        XCTAssertEqual(c, Array("c".utf8))
+        XCTAssertNil(try reader.next())
+        XCTAssertFalse(reader.wouldWait())
+
+        let directory = try makeTempDirectory()
+        let file = open(try directory.write("urls.txt", Data("x\n".utf8)), O_RDONLY)
+        defer { close(file) }
+        XCTAssertFalse(LineReader(descriptor: file).wouldWait(), "a regular file")
+    }
+
+    /// Streaming (`haul get`): the lines a pipe gave so far are queued, and `afterBatch` called,
+    /// before the writer sends the rest, the last URL line after a short wait for options.
+    func testAStreamingImportQueuesWhatCameBeforeTheInputEnds() throws {
+        let directory = try makeTempDirectory()
+        let db = directory.file("haul.db")
+        let queue = try JobQueue(path: db)
+        var ends: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&ends), 0)
+        defer { close(ends[0]) }
+        let committed = DispatchSemaphore(value: 0)
+        let queuedBeforeTheEnd = Mutex<Int?>(nil)
+        let writer = ends[1]
+        Thread.detachNewThread {
+            let first = "https://e.org/a\nhttps://e.org/b\n"
+            _ = write(writer, first, first.utf8.count)
+            if committed.wait(timeout: .now() + 20) == .success {
+                let count = try? Database(path: db, mode: .mustExist).scalarInt("SELECT count(*) FROM jobs")
+                queuedBeforeTheEnd.withLock { $0 = count }
+            }
+            let rest = "https://e.org/c\n"
+            _ = write(writer, rest, rest.utf8.count)
+            close(writer)
+        }
+        var importer = URLListImporter(queue: queue, resolver: DestinationResolver(directory: directory.path)) { _, _, _ in }
+        importer.streaming = URLListImporter.Streaming(afterBatch: { committed.signal() })
+        var summary = URLListImporter.Summary()
+        try importer.importLines(from: ends[0], into: &summary)
+        XCTAssertEqual(queuedBeforeTheEnd.withLock { $0 }, 2, "the lines that came were queued while the input stayed open")
+        XCTAssertEqual(summary.added, 3)
+        try assertCountersConsistent(queue.database)
     }
 
     func testRejectionsAreReportedInLineOrderAcrossBatches() throws {

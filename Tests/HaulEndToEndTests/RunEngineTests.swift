@@ -238,6 +238,38 @@ final class RunEngineTests: XCTestCase {
         XCTAssertEqual(try h.counts()["done"], 2)
         XCTAssertEqual(try h.counts().values.reduce(0, +), 2, "the same URLs are not queued twice")
     }
+
+    /// `haul get -i -` downloads while its input is still open (a generator piping URLs, or a long
+    /// list): a URL is fetched before the next line comes, and the run ends only once the input
+    /// has ended and its last lines are done; a bad line is reported by number meanwhile.
+    func testGetDownloadsWhileItsInputIsStillOpen() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let first = runTestData(20_000, seed: 21)
+        let second = runTestData(3_000, seed: 22)
+        server.route("/first.bin", FaultServer.file(first))
+        server.route("/second.bin", FaultServer.file(second))
+        let input = Pipe()
+        let child = try HaulProcess.start(h.haul, ["get", "-i", "-", "-d", h.out, "--db", h.db], currentDirectory: h.temp.path,
+                                          stdinPipe: input)
+        try input.fileHandleForWriting.write(contentsOf: Data((server.url("/first.bin").absoluteString + "\n").utf8))
+        // Awaited on the child's output: `done #1` comes only once the file is in place.
+        XCTAssertTrue(child.waitForOutput("done    #1 ", timeout: 20),
+                      "the first URL was not downloaded while the input stayed open")
+        XCTAssertEqual(h.contents("first.bin"), first)
+        XCTAssertEqual(server.allRequests.count, 1)
+        try input.fileHandleForWriting.write(contentsOf: Data("not a url\n\(server.url("/second.bin").absoluteString)\n".utf8))
+        try input.fileHandleForWriting.close()
+        let result = child.wait(timeout: 30)
+        XCTAssertFalse(result.timedOut, "haul get did not end when its input did")
+        XCTAssertEqual(result.status, 1, "a rejected line makes the exit status 1: " + result.stderrText)
+        XCTAssertEqual(h.contents("second.bin"), second)
+        XCTAssertEqual(h.outputFiles(), ["first.bin", "second.bin"])
+        XCTAssertTrue(result.stderrText.contains("haul: stdin:2: invalid URL"), result.stderrText)
+        XCTAssertTrue(result.stderrText.contains("queued: added 2, already queued 0, rejected 1"), result.stderrText)
+        XCTAssertEqual(try h.counts()["done"], 2)
+    }
 }
 
 /// `data` as a gzip member holding one stored (uncompressed) deflate block.

@@ -42,12 +42,24 @@ public final class DownloadEngine: Sendable {
                                  policy: policy, progressEvery: Int(options.progressInterval * 1000),
                                  prepareAhead: min(min(claimAheadRounds, 4) * options.workers, max(2 * options.workers, 256),
                                                    options.openFileLimit.map { DescriptorBudget.prepareRoom(workers: options.workers, limit: $0) } ?? .max),
-                                 claimAheadRounds: claimAheadRounds, claimBelowRounds: claimBelowRounds)
+                                 claimAheadRounds: claimAheadRounds, claimBelowRounds: claimBelowRounds, inputOpen: options.inputOpen)
     }
 
     /// Asks the run to stop (safe to call from any thread, e.g. a signal handler).
     public func stop() {
         runner.send(.stop)
+    }
+
+    /// Jobs were added to the queue while the run goes on (see `EngineOptions.inputOpen`):
+    /// they are looked for now, not at the next poll. Safe to call from any thread.
+    public func inputAdded() {
+        runner.send(.inputAdded)
+    }
+
+    /// No more jobs will be added (see `EngineOptions.inputOpen`): the run ends once the queue
+    /// is drained. Safe to call from any thread.
+    public func inputClosed() {
+        runner.send(.inputClosed)
     }
 
     /// Live figures for a progress display.

@@ -43,6 +43,9 @@ struct EngineCore {
         /// A claim is due once fewer than this many rounds are in hand, or a quarter round short
         /// of `claimAheadRounds` when that comes first (see `JobStore.claimBelowRounds`).
         var claimBelowRounds = 4
+        /// Jobs are still being added while the run goes on (`haul get` reading its list): a
+        /// drained queue does not end the run until `inputClosed`.
+        var inputOpen = false
     }
 
     /// How a transfer ended, as the runner saw it.
@@ -71,6 +74,10 @@ struct EngineCore {
         case placed([String: Placement.Result])
         case tick
         case stop
+        /// Jobs were added to the queue: a claim that found none looks again now.
+        case inputAdded
+        /// No more jobs will be added: a drained queue ends the run (see `Config.inputOpen`).
+        case inputClosed
     }
 
     enum Action {
@@ -251,6 +258,8 @@ struct EngineCore {
     /// cap): claim again as soon as fewer than this many are ready.
     private var claimBlockedReady: Int?
     private var stopping = false
+    /// See `Config.inputOpen`.
+    private var inputOpen: Bool
     private var begun = false
     private var finished = false
     private var started = 0
@@ -259,6 +268,7 @@ struct EngineCore {
 
     init(config: Config) {
         self.config = config
+        inputOpen = config.inputOpen
     }
 
     private var renewEvery: Int { config.leaseMilliseconds / 3 }
@@ -343,6 +353,15 @@ struct EngineCore {
             }
         case .tick:
             break
+        case .inputAdded:
+            // The last claim's answer no longer holds: claim again as soon as there is room.
+            drained = false
+            lastQueued = nil
+            waitingPolls = 0
+            claimNotBefore = min(claimNotBefore, now)
+        case .inputClosed:
+            inputOpen = false
+            claimNotBefore = min(claimNotBefore, now)  // to see at once whether the queue is drained
         case .stop:
             guard !stopping else { break }
             stopping = true
@@ -796,7 +815,7 @@ struct EngineCore {
         }
         placeIfDue(now: now, into: &actions)
         exchangeIfDue(now: now, into: &actions)
-        if stopping || drained, transfers.isEmpty, verified.isEmpty, placing.isEmpty, outbox.isEmpty, inFlight == nil,
+        if stopping || drained && !inputOpen, transfers.isEmpty, verified.isEmpty, placing.isEmpty, outbox.isEmpty, inFlight == nil,
            forgetting.isEmpty, releasing.isEmpty, readyTotal == 0 || stopping, hosts.values.allSatisfy({ $0.free.isEmpty && $0.busy == 0 }) {
             finished = true
             summary.done = stats.done

@@ -29,6 +29,9 @@ public struct EngineOptions: Sendable {
     /// Open files this process may hold (see `DescriptorBudget`): temp files are prepared ahead
     /// only as far as it leaves room. Nil: no bound.
     public var openFileLimit: Int?
+    /// Jobs are still being added while the run goes on (`haul get` reading its list as it
+    /// downloads): the run does not end on a drained queue until `DownloadEngine.inputClosed()`.
+    public var inputOpen = false
 
     public init() {}
 }

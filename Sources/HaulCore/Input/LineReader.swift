@@ -18,6 +18,9 @@ public struct LineReader {
     private var bufferStart = 0
     private var bufferEnd = 0
     private var atEnd = false
+    /// The index of the buffer's last newline, or -1: a whole line is buffered while it is at or
+    /// after `bufferStart`.
+    private var lastNewline = -1
     public private(set) var lineNumber = 0
 
     public init(descriptor: Int32, maximumLineLength: Int = 16 * 1024) {
@@ -55,6 +58,18 @@ public struct LineReader {
         }
     }
 
+    /// Whether `next()` would now wait for input: no whole line is buffered, the input has not
+    /// ended, and the descriptor has nothing to read within `milliseconds` (a pipe whose writer
+    /// is slower than this reader). A regular file never makes it wait.
+    public func wouldWait(milliseconds: Int32 = 0) -> Bool {
+        if atEnd || (bufferStart < bufferEnd && lastNewline >= bufferStart) { return false }
+        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        while true {
+            let ready = poll(&poller, 1, milliseconds)
+            if ready >= 0 || errno != EINTR { return ready == 0 }
+        }
+    }
+
     private mutating func finish(_ line: [UInt8], overflow: Int) -> Line {
         lineNumber += 1
         if overflow > 0 { return .tooLong(overflow) }
@@ -73,6 +88,7 @@ public struct LineReader {
         }
         bufferStart = 0
         bufferEnd = count
+        lastNewline = buffer[..<count].lastIndex(of: 0x0A) ?? -1
         if count == 0 { atEnd = true }
     }
 }

@@ -28,6 +28,36 @@ public struct URLListImporter {
     public let ifExists: ExistingFilePolicy
     /// Called for every rejected line with its number and reason, in line order.
     public let onRejection: (_ line: Int, _ reason: InputLine.Rejection, _ text: String?) -> Void
+    /// Set when a run downloads the jobs while they are added (`haul get`), see `Streaming`.
+    public var streaming: Streaming?
+
+    /// How an import feeds a run that goes on meanwhile: small batches (the first smaller
+    /// still, so the run starts within milliseconds, and its claims wait less for each batch's
+    /// transaction), each batch written as soon as the input would make the reader wait (a pipe
+    /// whose writer is slower: what came is queued at once), and `afterBatch` called after each
+    /// batch is committed. A URL line read last is held a moment longer (`optionsWait`),
+    /// as its indented aria2 options may follow it.
+    public struct Streaming: Sendable {
+        public var firstBatchSize: Int
+        public var batchSize: Int
+        public var afterBatch: @Sendable () -> Void
+
+        public init(firstBatchSize: Int = 256, batchSize: Int = 1_024, afterBatch: @escaping @Sendable () -> Void) {
+            self.firstBatchSize = firstBatchSize
+            self.batchSize = batchSize
+            self.afterBatch = afterBatch
+        }
+    }
+
+    /// How long a streaming import holds a URL line for options that may follow it, once the
+    /// input has nothing more to read, in ms (see `Streaming`).
+    static let optionsWait: Int32 = 50
+
+    /// Lines in a batch at most, after `committed` batches of this import.
+    private func batchLimit(committed: Int) -> Int {
+        guard let streaming else { return batchSize }
+        return committed == 0 ? streaming.firstBatchSize : streaming.batchSize
+    }
 
     public init(queue: any JobStore, resolver: DestinationResolver, batchSize: Int = 64_000,
                 maximumLineLength: Int = 16 * 1024, maxAttempts: Int = 5, profileID: Int? = nil,
@@ -57,10 +87,12 @@ public struct URLListImporter {
         // One batch waiting while one is written and one is parsed: parsing is faster than writing,
         // so a deeper queue would only hold more memory.
         let channel = BatchChannel(capacity: 1)
-        let (resolver, batchSize, maximumLineLength) = (self.resolver, self.batchSize, self.maximumLineLength)
+        let (resolver, maximumLineLength, streams) = (self.resolver, self.maximumLineLength, streaming != nil)
+        let limits = (first: batchLimit(committed: 0), later: batchLimit(committed: 1))
         let parser = Thread {
             var reader = LineReader(descriptor: descriptor, maximumLineLength: maximumLineLength)
             var batch = ParsedBatch()
+            var sent = 0
             // A URL line waits here while indented aria2 option lines follow it.
             var record: (bytes: [UInt8], line: Int, options: [InputLine.Aria2Option])?
             func takeRecord() {
@@ -68,7 +100,19 @@ public struct URLListImporter {
                 record = nil
             }
             do {
-                while let line = try reader.next() {
+                while true {
+                    // Streaming: what was read goes to the queue before the reader waits for more.
+                    // A held URL line's indented aria2 options come right after it, so it waits
+                    // for them a moment (50 ms) before it goes without them.
+                    if streams, batch.size > 0 || record != nil, reader.wouldWait(),
+                       record == nil || reader.wouldWait(milliseconds: Self.optionsWait) {
+                        takeRecord()
+                        let next = ParsedBatch()
+                        guard channel.send(.batch(batch)) else { return }
+                        batch = next
+                        sent += 1
+                    }
+                    guard let line = try reader.next() else { break }
                     switch line {
                     case .tooLong(let length):
                         takeRecord()
@@ -87,10 +131,11 @@ public struct URLListImporter {
                             record = (bytes, reader.lineNumber, [])
                         }
                     }
-                    if batch.isFull(lines: batchSize) {
-                        let next = ParsedBatch(sizedLike: batch)
+                    if batch.isFull(lines: sent == 0 ? limits.first : limits.later) {
+                        let next = sent == 0 ? ParsedBatch() : ParsedBatch(sizedLike: batch)
                         guard channel.send(.batch(batch)) else { return }
                         batch = next
+                        sent += 1
                     }
                 }
                 takeRecord()
@@ -116,6 +161,7 @@ public struct URLListImporter {
     /// Imports lines given as strings (command-line arguments), numbered from 1.
     public func importLines(_ lines: [String], into summary: inout Summary) throws {
         var batch = ParsedBatch()
+        var sent = 0
         for (index, line) in lines.enumerated() {
             let bytes = Array(line.utf8)
             if bytes.count > maximumLineLength {
@@ -123,9 +169,10 @@ public struct URLListImporter {
             } else {
                 batch.take(bytes, lineNumber: index + 1, resolver: resolver)
             }
-            if batch.isFull(lines: batchSize) {
+            if batch.isFull(lines: batchLimit(committed: sent)) {
                 try flush(batch, into: &summary)
                 batch = ParsedBatch()
+                sent += 1
             }
         }
         try flush(batch, into: &summary)
@@ -154,6 +201,7 @@ public struct URLListImporter {
             onRejection(rejection.line, rejection.reason, rejection.text)
             summary.rejected += 1
         }
+        if !batch.jobs.isEmpty { streaming?.afterBatch() }
     }
 }
 

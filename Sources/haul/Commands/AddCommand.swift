@@ -43,6 +43,68 @@ enum AddCommand: Command {
 
     /// Queues the URLs of the arguments and of `--input`, reporting each rejected line on stderr.
     static func importInput(_ arguments: ParsedArguments, spec: CommandSpec) throws -> URLListImporter.Summary {
+        try prepareImport(arguments, spec: spec).run()
+    }
+
+    /// An import ready to run: its input open, the output folder checked, the queue made and the
+    /// request options stored, so every usage error and unreadable input is known before
+    /// anything runs. `run` reads and queues it, once, on any one thread.
+    ///
+    /// `@unchecked Sendable`: `haul get` makes it on the main thread and hands it whole to the
+    /// thread that runs it; the maker touches it no more after that (its `report` is set before).
+    final class PreparedImport: @unchecked Sendable {
+        private var importer: URLListImporter
+        private let positionals: [String]
+        private let descriptor: Int32
+        private let inputName: String
+        private let arguments: ParsedArguments
+        /// Where the import's messages go (rejected lines): stderr unless set before `run`.
+        var report: @Sendable (String) -> Void = { Console.error($0) }
+        /// Where the lines being read come from, for the messages: "argument" or the input's name.
+        private var source = "argument"
+
+        fileprivate init(importer: URLListImporter, positionals: [String], descriptor: Int32, inputName: String,
+                         arguments: ParsedArguments) {
+            self.importer = importer
+            self.positionals = positionals
+            self.descriptor = descriptor
+            self.inputName = inputName
+            self.arguments = arguments
+        }
+
+        deinit { if descriptor > STDIN_FILENO { close(descriptor) } }
+
+        /// Queues every line; with `streaming`, in the small batches a run going on meanwhile
+        /// wants (see `URLListImporter.Streaming`).
+        func run(streaming: URLListImporter.Streaming? = nil) throws -> URLListImporter.Summary {
+            importer.streaming = streaming
+            var summary = URLListImporter.Summary()
+            do {
+                try importer.importLines(positionals, into: &summary)
+                if descriptor >= 0 {
+                    source = inputName
+                    try importer.importLines(from: descriptor, into: &summary)
+                }
+            } catch InputError.readFailed(let reason) {
+                throw CommandFailure(message: "cannot read \(inputName): \(reason); \(AddCommand.keptJobs(summary.added))")
+            } catch {
+                throw CommandFailure(message: "\(AddCommand.explain(error, arguments)); \(AddCommand.keptJobs(summary.added))")
+            }
+            return summary
+        }
+
+        fileprivate func rejected(_ line: Int, _ reason: InputLine.Rejection, _ text: String?) {
+            var message = "haul: \(source == "argument" ? "argument \(line)" : "\(source):\(line)"): \(reason)"
+            if let text, !text.isEmpty, !reason.description.contains(HTTPURL.redact(text)) {
+                message += " — \(AddCommand.printable(HTTPURL.redact(text)))"
+            }
+            report(message)
+        }
+    }
+
+    /// Opens and checks everything an import of the arguments and of `--input` needs (see
+    /// `PreparedImport`).
+    static func prepareImport(_ arguments: ParsedArguments, spec: CommandSpec) throws -> PreparedImport {
         let input = arguments.value("--input")
         guard input != nil || !arguments.positionals.isEmpty else {
             throw UsageError(message: "give URLs as arguments, or -i FILE ('-' for standard input)", spec: spec)
@@ -65,7 +127,8 @@ enum AddCommand: Command {
                 inputName = input
             }
         }
-        defer { if descriptor > STDIN_FILENO { close(descriptor) } }
+        var owned = descriptor > STDIN_FILENO  // closed here on an error below, else by the import
+        defer { if owned { close(descriptor) } }
         if let folder = arguments.value("--dir") {
             var info = stat()
             if stat(folder, &info) == 0, (info.st_mode & S_IFMT) != S_IFDIR {
@@ -84,28 +147,22 @@ enum AddCommand: Command {
             layout = chosen
         }
         let resolver = DestinationResolver(directory: arguments.value("--dir") ?? ".", layout: layout)
-        var source = "argument"
         let ifExists = try existingFilePolicy(arguments, spec: spec) ?? .skip
+        let forward = RejectionForwarder()
         let importer = URLListImporter(queue: queue, resolver: resolver, profileID: profileID, ifExists: ifExists) { line, reason, text in
-            var message = "haul: \(source == "argument" ? "argument \(line)" : "\(source):\(line)"): \(reason)"
-            if let text, !text.isEmpty, !reason.description.contains(HTTPURL.redact(text)) {
-                message += " — \(Self.printable(HTTPURL.redact(text)))"
-            }
-            Console.error(message)
+            forward.target?.rejected(line, reason, text)
         }
-        var summary = URLListImporter.Summary()
-        do {
-            try importer.importLines(arguments.positionals, into: &summary)
-            if descriptor >= 0 {
-                source = inputName
-                try importer.importLines(from: descriptor, into: &summary)
-            }
-        } catch InputError.readFailed(let reason) {
-            throw CommandFailure(message: "cannot read \(inputName): \(reason); \(keptJobs(summary.added))")
-        } catch {
-            throw CommandFailure(message: "\(explain(error, arguments)); \(keptJobs(summary.added))")
-        }
-        return summary
+        let prepared = PreparedImport(importer: importer, positionals: arguments.positionals, descriptor: descriptor,
+                                      inputName: inputName, arguments: arguments)
+        forward.target = prepared
+        owned = false
+        return prepared
+    }
+
+    /// Hands the importer's rejections to the import that owns it (held weakly: the import owns
+    /// the importer, whose callback holds this).
+    private final class RejectionForwarder {
+        weak var target: PreparedImport?
     }
 
     /// `--if-exists`, or a usage error naming the choices.
@@ -117,7 +174,7 @@ enum AddCommand: Command {
         return policy
     }
 
-    private static func keptJobs(_ count: Int) -> String {
+    fileprivate static func keptJobs(_ count: Int) -> String {
         count == 1 ? "the job added before this is kept" : "the \(count) jobs added before this are kept"
     }
 

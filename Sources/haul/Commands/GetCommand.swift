@@ -1,5 +1,6 @@
 import Foundation
 import HaulCore
+import Synchronization
 
 enum GetCommand: Command {
     static let spec = CommandSpec(
@@ -9,8 +10,10 @@ enum GetCommand: Command {
         options: AddCommand.spec.options.filter { $0.names != ["--json"] }
             + RunCommand.runOptions.filter { $0.names != ["--if-exists"] },
         discussion: """
-            The same as `haul add` followed by `haul run`. Rejected input lines are reported and
-            skipped; the valid ones are downloaded. With no URLs and no -i, it resumes the queue.
+            The same as `haul add` followed by `haul run`, except that downloads start while the
+            list is still being read: within milliseconds for a long file, and as lines come for a
+            pipe (`-i -`). Rejected input lines are reported and skipped; the valid ones are
+            downloaded. With no URLs and no -i, it resumes the queue.
             Exit status: 0 when nothing was rejected and every job this run worked on ended done, 1
             otherwise (jobs that failed in earlier runs are noted, not counted); 130/143 when
             interrupted.
@@ -28,16 +31,42 @@ enum GetCommand: Command {
         } catch let unsupported as TransportKind.Unsupported {
             throw UsageError(message: unsupported.description, spec: spec)
         }
-        var rejected = 0
-        if !arguments.positionals.isEmpty || arguments.value("--input") != nil {
-            let summary = try AddCommand.importInput(arguments, spec: spec)
-            rejected = summary.rejected
-            if !arguments.flag("--json") && !arguments.flag("--quiet") {
-                Console.error("queued: added \(summary.added), already queued \(summary.alreadyQueued), rejected \(summary.rejected)")
-            }
+        guard !arguments.positionals.isEmpty || arguments.value("--input") != nil else {
+            let queue = try openQueue(arguments)
+            return try RunCommand.download(queue: queue, options: options, connection: connection, arguments: arguments, spec: spec)
         }
+        // The import runs beside the run, on a connection of its own: the run claims each batch
+        // once it is committed, and ends only after the import has ended and the queue drained.
+        let prepared = try AddCommand.prepareImport(arguments, spec: spec)
         let queue = try openQueue(arguments)
-        let code = try RunCommand.download(queue: queue, options: options, connection: connection, arguments: arguments, spec: spec)
-        return code == 0 && rejected > 0 ? 1 : code
+        var streaming = options
+        streaming.inputOpen = true
+        let imported = ImportOutcome()
+        let showSummary = !arguments.flag("--json") && !arguments.flag("--quiet")
+        let code = try RunCommand.download(queue: queue, options: streaming, connection: connection, arguments: arguments,
+                                           spec: spec) { engine, reporter in
+            prepared.report = { reporter.note($0) }
+            let thread = Thread {
+                let result = Result { try prepared.run(streaming: URLListImporter.Streaming(afterBatch: { engine.inputAdded() })) }
+                if case .success(let summary) = result, showSummary {
+                    reporter.note("queued: added \(summary.added), already queued \(summary.alreadyQueued), rejected \(summary.rejected)")
+                }
+                imported.set(result)
+                engine.inputClosed()
+            }
+            thread.start()
+        }
+        // Stopped (a signal, or a reader gone) before the input ended: the lines read so far are
+        // queued, the rest are not; the run's code says why it stopped.
+        guard let result = imported.result else { return code }
+        let summary = try result.get()
+        return code == 0 && summary.rejected > 0 ? 1 : code
     }
+}
+
+/// The import's result, handed from its thread to the main thread.
+final class ImportOutcome: Sendable {
+    private let value = Mutex<Result<URLListImporter.Summary, any Error>?>(nil)
+    func set(_ result: Result<URLListImporter.Summary, any Error>) { value.withLock { $0 = result } }
+    var result: Result<URLListImporter.Summary, any Error>? { value.withLock { $0 } }
 }
