@@ -16,6 +16,7 @@ final class RunReporter: Sendable {
         /// Set when a reader went away (EPIPE): nothing more is written.
         var readerGone = false
         var onReaderGone: (@Sendable () -> Void)?
+        var interrupted = false
     }
     private let state = Mutex(State())
 
@@ -92,7 +93,11 @@ final class RunReporter: Sendable {
         if mode == .terminal { aboveStatusLine(text) } else { write(text + "\n", to: STDERR_FILENO) }
     }
 
+    /// True once `interrupted(signal:)` was called.
+    var wasInterrupted: Bool { state.withLock { $0.interrupted } }
+
     func interrupted(signal: Int32) {
+        state.withLock { $0.interrupted = true }
         let text = "haul: \(signal == SIGINT ? "interrupted" : "terminated"); handing running jobs back to the queue (again to quit at once)"
         if mode == .terminal { aboveStatusLine(text) } else if mode != .json { write(text + "\n", to: STDERR_FILENO) }
     }

@@ -417,6 +417,22 @@ final class EngineCoreTests: XCTestCase {
         XCTAssertEqual(harness.core.summary.done, 1)
     }
 
+    /// A claim sent before the input's last batch was committed can come back empty after the
+    /// input said it added jobs and closed: that answer must not end the run; it claims again.
+    func testAnEmptyClaimOvertakenByInputEventsDoesNotEndTheRun() {
+        var harness = Harness(workers: 1, inputOpen: true)
+        harness.send(.begin)
+        XCTAssertGreaterThan(harness.pending?.claim ?? 0, 0, "a claim is in flight")
+        harness.send(.inputAdded)
+        harness.send(.inputClosed)
+        var answer = ExchangeResult()
+        answer.unfinished = (0, 0)  // read before the last batch was committed
+        let out = harness.send(.exchanged(answer))
+        XCTAssertFalse(out.contains { if case .finish = $0 { return true } else { return false } },
+                       "the run ended on an answer older than the jobs added")
+        XCTAssertGreaterThan(Harness.exchange(in: out)?.claim ?? 0, 0, "the queue is looked at again at once")
+    }
+
     /// An engine holding nothing while another claimer runs the queue's last jobs looks again
     /// 10 ms after each empty claim at first, then a quarter longer each time, up to a second:
     /// it ends soon after the others, and a long wait costs about one look a second.

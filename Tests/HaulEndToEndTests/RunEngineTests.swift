@@ -270,6 +270,28 @@ final class RunEngineTests: XCTestCase {
         XCTAssertTrue(result.stderrText.contains("queued: added 2, already queued 0, rejected 1"), result.stderrText)
         XCTAssertEqual(try h.counts()["done"], 2)
     }
+
+    /// Interrupted while its input is still open (the import waiting in a read of the pipe),
+    /// `haul get` stops as a run does: at once, status 130, the job it finished kept done.
+    func testGetInterruptedWhileItsInputIsOpenStopsAtOnce() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let body = runTestData(5_000, seed: 23)
+        server.route("/one.bin", FaultServer.file(body))
+        let input = Pipe()
+        let child = try HaulProcess.start(h.haul, ["get", "-i", "-", "-d", h.out, "--db", h.db], currentDirectory: h.temp.path,
+                                          stdinPipe: input)
+        try input.fileHandleForWriting.write(contentsOf: Data((server.url("/one.bin").absoluteString + "\n").utf8))
+        XCTAssertTrue(child.waitForOutput("done    #1 ", timeout: 20), "the URL was not downloaded while the input stayed open")
+        kill(child.processIdentifier, SIGINT)
+        let result = child.wait(timeout: 20)
+        XCTAssertFalse(result.timedOut, "haul get did not stop on SIGINT while its input was open")
+        XCTAssertEqual(result.status, 130, result.stderrText)
+        try? input.fileHandleForWriting.close()
+        XCTAssertEqual(h.contents("one.bin"), body)
+        XCTAssertEqual(try h.counts()["done"], 1)
+    }
 }
 
 /// `data` as a gzip member holding one stored (uncompressed) deflate block.

@@ -240,6 +240,9 @@ struct EngineCore {
         var slotsWanted: Set<Int>
         var renewed = false
         var limits: [Int: Int?] = [:]
+        /// `inputEvents` when it was sent: a claim's answer that input events overtook may
+        /// predate jobs they announced.
+        var inputEvents = 0
     }
     private var inFlight: Sent?
     private var lastRenewal = 0
@@ -260,6 +263,8 @@ struct EngineCore {
     private var stopping = false
     /// See `Config.inputOpen`.
     private var inputOpen: Bool
+    /// `inputAdded` and `inputClosed` events so far.
+    private var inputEvents = 0
     private var begun = false
     private var finished = false
     private var started = 0
@@ -355,11 +360,13 @@ struct EngineCore {
             break
         case .inputAdded:
             // The last claim's answer no longer holds: claim again as soon as there is room.
+            inputEvents += 1
             drained = false
             lastQueued = nil
             waitingPolls = 0
             claimNotBefore = min(claimNotBefore, now)
         case .inputClosed:
+            inputEvents += 1
             inputOpen = false
             claimNotBefore = min(claimNotBefore, now)  // to see at once whether the queue is drained
         case .stop:
@@ -728,7 +735,14 @@ struct EngineCore {
             let current = hosts[id]?.pausedUntil ?? 0
             hosts[id]?.pausedUntil = max(current, until)
         }
-        if let unfinished = result.unfinished {
+        if result.unfinished != nil, sent.inputEvents != inputEvents {
+            // Jobs were added since this claim was sent (its answer may have been read before
+            // their batch was committed): what it found says nothing of them. Claim again now.
+            drained = false
+            lastQueued = nil
+            waitingPolls = 0
+            claimNotBefore = now
+        } else if let unfinished = result.unfinished {
             // Nothing claimable now: ask again when a waiting job falls due (or in a second, for
             // jobs another process may hand back).
             drained = unfinished.queued == 0 && unfinished.running == 0
@@ -1100,7 +1114,7 @@ struct EngineCore {
             progressOf = transfers.filter { $0.value.phase == .fetching && !$0.value.abandoned }.map(\.key)
         }
         inFlight = Sent(outcomes: sending, forgets: forgetting, pauses: pauses, releases: releasing,
-                        slotsWanted: Set(request.wantSlots.keys), renewed: renewal, limits: sentLimits)
+                        slotsWanted: Set(request.wantSlots.keys), renewed: renewal, limits: sentLimits, inputEvents: inputEvents)
         outbox.removeFirst(sending.count)
         if outbox.isEmpty { oldestOutbox = nil }
         pauses.removeAll()

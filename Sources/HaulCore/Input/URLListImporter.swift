@@ -1,7 +1,8 @@
 import CSQLite
 import Foundation
 
-/// Feeds URL-list lines into a queue (`JobStore`) in large transactions.
+/// Feeds URL-list lines into a queue (`JobStore`) in large transactions (small ones when a run
+/// goes on meanwhile, see `Streaming`).
 ///
 /// Guarantees: every line is either queued, recognised as already queued, or rejected with its
 /// line number and reason — a bad line never stops the others; memory is bounded by two batches,
@@ -41,11 +42,16 @@ public struct URLListImporter {
         public var firstBatchSize: Int
         public var batchSize: Int
         public var afterBatch: @Sendable () -> Void
+        /// Asked before each batch is written: true once the run has stopped, when the import
+        /// stops too (returning what it queued so far), so nothing more is queued or reported.
+        public var stopped: @Sendable () -> Bool
 
-        public init(firstBatchSize: Int = 256, batchSize: Int = 1_024, afterBatch: @escaping @Sendable () -> Void) {
+        public init(firstBatchSize: Int = 256, batchSize: Int = 1_024, afterBatch: @escaping @Sendable () -> Void,
+                    stopped: @escaping @Sendable () -> Bool = { false }) {
             self.firstBatchSize = firstBatchSize
             self.batchSize = batchSize
             self.afterBatch = afterBatch
+            self.stopped = stopped
         }
     }
 
@@ -89,8 +95,15 @@ public struct URLListImporter {
         let channel = BatchChannel(capacity: 1)
         let (resolver, maximumLineLength, streams) = (self.resolver, self.maximumLineLength, streaming != nil)
         let limits = (first: batchLimit(committed: 0), later: batchLimit(committed: 1))
+        // The parser reads its own duplicate of the descriptor and closes it when it ends: this
+        // may return (on a failed write, or stopped) while the parser still waits in a read of a
+        // pipe, and the caller may then close `descriptor` without the parser reading whatever
+        // file takes its number next.
+        let own = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
+        guard own >= 0 else { throw InputError.readFailed(String(cString: strerror(errno))) }
         let parser = Thread {
-            var reader = LineReader(descriptor: descriptor, maximumLineLength: maximumLineLength)
+            defer { close(own) }
+            var reader = LineReader(descriptor: own, maximumLineLength: maximumLineLength)
             var batch = ParsedBatch()
             var sent = 0
             // A URL line waits here while indented aria2 option lines follow it.
@@ -103,14 +116,20 @@ public struct URLListImporter {
                 while true {
                     // Streaming: what was read goes to the queue before the reader waits for more.
                     // A held URL line's indented aria2 options come right after it, so it waits
-                    // for them a moment (50 ms) before it goes without them.
-                    if streams, batch.size > 0 || record != nil, reader.wouldWait(),
-                       record == nil || reader.wouldWait(milliseconds: Self.optionsWait) {
-                        takeRecord()
-                        let next = ParsedBatch()
-                        guard channel.send(.batch(batch)) else { return }
-                        batch = next
-                        sent += 1
+                    // for them a moment (`optionsWait`) before it goes without them; the lines
+                    // before it do not wait.
+                    if streams, batch.size > 0 || record != nil, reader.wouldWait() {
+                        if batch.size > 0 {
+                            guard channel.send(.batch(batch)) else { return }
+                            batch = ParsedBatch()
+                            sent += 1
+                        }
+                        if record != nil, reader.wouldWait(milliseconds: Self.optionsWait) {
+                            takeRecord()
+                            guard channel.send(.batch(batch)) else { return }
+                            batch = ParsedBatch()
+                            sent += 1
+                        }
                     }
                     guard let line = try reader.next() else { break }
                     switch line {
@@ -132,7 +151,7 @@ public struct URLListImporter {
                         }
                     }
                     if batch.isFull(lines: sent == 0 ? limits.first : limits.later) {
-                        let next = sent == 0 ? ParsedBatch() : ParsedBatch(sizedLike: batch)
+                        let next = ParsedBatch(sizedLike: batch)
                         guard channel.send(.batch(batch)) else { return }
                         batch = next
                         sent += 1
@@ -151,7 +170,9 @@ public struct URLListImporter {
         defer { channel.close() }  // lets the parser finish if we stop early on an error
         while true {
             switch channel.receive() {
-            case .batch(let batch): try flush(batch, into: &summary)
+            case .batch(let batch):
+                if streaming?.stopped() == true { return }
+                try flush(batch, into: &summary)
             case .end: return
             case .failed(let message): throw InputError.readFailed(message)
             }
@@ -170,11 +191,13 @@ public struct URLListImporter {
                 batch.take(bytes, lineNumber: index + 1, resolver: resolver)
             }
             if batch.isFull(lines: batchLimit(committed: sent)) {
+                if streaming?.stopped() == true { return }
                 try flush(batch, into: &summary)
                 batch = ParsedBatch()
                 sent += 1
             }
         }
+        if streaming?.stopped() == true { return }
         try flush(batch, into: &summary)
     }
 

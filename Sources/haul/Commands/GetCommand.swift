@@ -37,6 +37,8 @@ enum GetCommand: Command {
         }
         // The import runs beside the run, on a connection of its own: the run claims each batch
         // once it is committed, and ends only after the import has ended and the queue drained.
+        // The run starts once the first batch is in (or the import ended): a queue that cannot
+        // be written (locked, read-only, disk full) stops `get` there, with one line, as before.
         let prepared = try AddCommand.prepareImport(arguments, spec: spec)
         let queue = try openQueue(arguments)
         var streaming = options
@@ -46,27 +48,56 @@ enum GetCommand: Command {
         let code = try RunCommand.download(queue: queue, options: streaming, connection: connection, arguments: arguments,
                                            spec: spec) { engine, reporter in
             prepared.report = { reporter.note($0) }
+            let firstBatch = DispatchSemaphore(value: 0)
             let thread = Thread {
-                let result = Result { try prepared.run(streaming: URLListImporter.Streaming(afterBatch: { engine.inputAdded() })) }
-                if case .success(let summary) = result, showSummary {
-                    reporter.note("queued: added \(summary.added), already queued \(summary.alreadyQueued), rejected \(summary.rejected)")
+                let feed = URLListImporter.Streaming(afterBatch: {
+                    if imported.passFirstBatch() { firstBatch.signal() }
+                    engine.inputAdded()
+                }, stopped: { imported.runEnded })
+                let result = Result { try prepared.run(streaming: feed) }
+                let running = !imported.passFirstBatch()  // else the main thread reports it (below)
+                switch result {
+                case .success(let summary):
+                    if showSummary && !imported.runEnded {
+                        reporter.note("queued: added \(summary.added), already queued \(summary.alreadyQueued), rejected \(summary.rejected)")
+                    }
+                case .failure(let error) where running:
+                    // Said when it happens; the run goes on with what was queued, and its exit
+                    // status is then 1.
+                    reporter.note("haul: \((error as? CommandFailure)?.message ?? String(describing: error))")
+                case .failure:
+                    break
                 }
                 imported.set(result)
+                if !running { firstBatch.signal() }
                 engine.inputClosed()
             }
             thread.start()
+            // A signal while the input has not given a line yet (a pipe's writer still silent)
+            // stops the run at once: it is then begun only to end.
+            while firstBatch.wait(timeout: .now() + .milliseconds(50)) == .timedOut && !reporter.wasInterrupted && !reporter.readerWasGone {}
+            if case .failure(let error)? = imported.result { throw error }
         }
-        // Stopped (a signal, or a reader gone) before the input ended: the lines read so far are
-        // queued, the rest are not; the run's code says why it stopped.
-        guard let result = imported.result else { return code }
-        let summary = try result.get()
-        return code == 0 && summary.rejected > 0 ? 1 : code
+        // The import queues nothing more once the run ended (stopped by a signal or a reader
+        // gone, before the input ended: the lines read so far are queued, the rest are not).
+        imported.endRun()
+        guard code == 0, let result = imported.result else { return code }
+        switch result {
+        case .success(let summary): return summary.rejected > 0 ? 1 : 0
+        case .failure: return 1  // said when it happened
+        }
     }
 }
 
 /// The import's result, handed from its thread to the main thread.
 final class ImportOutcome: Sendable {
-    private let value = Mutex<Result<URLListImporter.Summary, any Error>?>(nil)
-    func set(_ result: Result<URLListImporter.Summary, any Error>) { value.withLock { $0 = result } }
-    var result: Result<URLListImporter.Summary, any Error>? { value.withLock { $0 } }
+    private let value = Mutex<(result: Result<URLListImporter.Summary, any Error>?, runEnded: Bool)>((nil, false))
+    func set(_ result: Result<URLListImporter.Summary, any Error>) { value.withLock { $0.result = result } }
+    var result: Result<URLListImporter.Summary, any Error>? { value.withLock { $0.result } }
+    /// Set once the run has ended: the import then stops before its next batch.
+    func endRun() { value.withLock { $0.runEnded = true } }
+    private let firstBatch = Mutex(false)
+    /// Notes that the first batch is in (or the import ended); true the first time only.
+    func passFirstBatch() -> Bool { firstBatch.withLock { passed in defer { passed = true }; return !passed } }
+    var runEnded: Bool { value.withLock { $0.runEnded } }
 }

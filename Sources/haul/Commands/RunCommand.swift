@@ -97,10 +97,11 @@ enum RunCommand: Command {
 
     /// Runs the engine on `queue` until it finishes or is interrupted; returns the exit code.
     /// `whileRunning`: called once the engine and the reporter exist, before the run starts (`haul
-    /// get` starts its import there, feeding the run as it goes).
+    /// get` starts its import there, feeding the run as it goes); an error it throws ends the
+    /// command before the run.
     static func download(queue: any JobStore, options: EngineOptions, connection: ConnectionOptions,
                          arguments: ParsedArguments, spec: CommandSpec,
-                         whileRunning: ((DownloadEngine, RunReporter) -> Void)? = nil) throws -> Int32 {
+                         whileRunning: ((DownloadEngine, RunReporter) throws -> Void)? = nil) throws -> Int32 {
         var options = options
         let openFiles = DescriptorBudget.raiseSoftLimit()
         if let shortfall = DescriptorBudget.shortfall(workers: options.workers, limit: openFiles) {
@@ -125,7 +126,7 @@ enum RunCommand: Command {
             reporter.interrupted(signal: number)
             engine.stop()
         }
-        whileRunning?(engine, reporter)
+        try whileRunning?(engine, reporter)
         let outcome = RunOutcome()
         let done = DispatchSemaphore(value: 0)
         Task {
