@@ -81,7 +81,7 @@ enum AddCommand: Command {
             var summary = URLListImporter.Summary()
             do {
                 try importer.importLines(positionals, into: &summary)
-                if descriptor >= 0 {
+                if descriptor >= 0, streaming?.stopped() != true {
                     source = inputName
                     try importer.importLines(from: descriptor, into: &summary)
                 }

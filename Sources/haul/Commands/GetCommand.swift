@@ -49,34 +49,37 @@ enum GetCommand: Command {
                                            spec: spec) { engine, reporter in
             prepared.report = { reporter.note($0) }
             let firstBatch = DispatchSemaphore(value: 0)
+            // Stopped by a signal or a reader gone: the import queues and says nothing more.
+            let stopped: @Sendable () -> Bool = { imported.runEnded || reporter.wasInterrupted || reporter.readerWasGone }
             let thread = Thread {
                 let feed = URLListImporter.Streaming(afterBatch: {
                     if imported.passFirstBatch() { firstBatch.signal() }
                     engine.inputAdded()
-                }, stopped: { imported.runEnded })
+                }, stopped: stopped)
                 let result = Result { try prepared.run(streaming: feed) }
-                let running = !imported.passFirstBatch()  // else the main thread reports it (below)
+                // Ended before any batch was in: the main thread, still waiting, says how (below).
+                let early = imported.passFirstBatch()
+                imported.set(result, early: early)
                 switch result {
                 case .success(let summary):
-                    if showSummary && !imported.runEnded {
+                    if showSummary && !stopped() {
                         reporter.note("queued: added \(summary.added), already queued \(summary.alreadyQueued), rejected \(summary.rejected)")
                     }
-                case .failure(let error) where running:
+                case .failure(let error) where !early && !stopped():
                     // Said when it happens; the run goes on with what was queued, and its exit
                     // status is then 1.
                     reporter.note("haul: \((error as? CommandFailure)?.message ?? String(describing: error))")
                 case .failure:
                     break
                 }
-                imported.set(result)
-                if !running { firstBatch.signal() }
+                if early { firstBatch.signal() }
                 engine.inputClosed()
             }
             thread.start()
             // A signal while the input has not given a line yet (a pipe's writer still silent)
             // stops the run at once: it is then begun only to end.
-            while firstBatch.wait(timeout: .now() + .milliseconds(50)) == .timedOut && !reporter.wasInterrupted && !reporter.readerWasGone {}
-            if case .failure(let error)? = imported.result { throw error }
+            while firstBatch.wait(timeout: .now() + .milliseconds(50)) == .timedOut && !stopped() {}
+            if !stopped(), case .failure(let error)? = imported.early { throw error }
         }
         // The import queues nothing more once the run ended (stopped by a signal or a reader
         // gone, before the input ended: the lines read so far are queued, the rest are not).
@@ -91,9 +94,14 @@ enum GetCommand: Command {
 
 /// The import's result, handed from its thread to the main thread.
 final class ImportOutcome: Sendable {
-    private let value = Mutex<(result: Result<URLListImporter.Summary, any Error>?, runEnded: Bool)>((nil, false))
-    func set(_ result: Result<URLListImporter.Summary, any Error>) { value.withLock { $0.result = result } }
+    private let value = Mutex<(result: Result<URLListImporter.Summary, any Error>?, early: Bool, runEnded: Bool)>((nil, false, false))
+    /// `early`: the import ended before its first batch was in.
+    func set(_ result: Result<URLListImporter.Summary, any Error>, early: Bool) {
+        value.withLock { $0.result = result; $0.early = early }
+    }
     var result: Result<URLListImporter.Summary, any Error>? { value.withLock { $0.result } }
+    /// The result when the import ended before its first batch was in.
+    var early: Result<URLListImporter.Summary, any Error>? { value.withLock { $0.early ? $0.result : nil } }
     /// Set once the run has ended: the import then stops before its next batch.
     func endRun() { value.withLock { $0.runEnded = true } }
     private let firstBatch = Mutex(false)
