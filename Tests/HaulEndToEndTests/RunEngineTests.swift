@@ -251,8 +251,7 @@ final class RunEngineTests: XCTestCase {
         server.route("/first.bin", FaultServer.file(first))
         server.route("/second.bin", FaultServer.file(second))
         let input = Pipe()
-        let child = try HaulProcess.start(h.haul, ["get", "-i", "-", "-d", h.out, "--db", h.db], currentDirectory: h.temp.path,
-                                          stdinPipe: input)
+        let child = try h.start(["get", "-i", "-", "-d", h.out], stdin: input)
         try input.fileHandleForWriting.write(contentsOf: Data((server.url("/first.bin").absoluteString + "\n").utf8))
         // Awaited on the child's output: `done #1` comes only once the file is in place.
         XCTAssertTrue(child.waitForOutput("done    #1 ", timeout: 20),
@@ -280,8 +279,7 @@ final class RunEngineTests: XCTestCase {
         let body = runTestData(5_000, seed: 23)
         server.route("/one.bin", FaultServer.file(body))
         let input = Pipe()
-        let child = try HaulProcess.start(h.haul, ["get", "-i", "-", "-d", h.out, "--db", h.db], currentDirectory: h.temp.path,
-                                          stdinPipe: input)
+        let child = try h.start(["get", "-i", "-", "-d", h.out], stdin: input)
         try input.fileHandleForWriting.write(contentsOf: Data((server.url("/one.bin").absoluteString + "\n").utf8))
         XCTAssertTrue(child.waitForOutput("done    #1 ", timeout: 20), "the URL was not downloaded while the input stayed open")
         kill(child.processIdentifier, SIGINT)

@@ -29,9 +29,10 @@ final class RunHarness {
         return result
     }
 
-    /// Starts `haul ARGUMENTS --db DB` and returns at once.
-    func start(_ arguments: [String]) throws -> RunningProcess {
-        try HaulProcess.start(haul, arguments + ["--db", db], currentDirectory: temp.path)
+    /// Starts `haul ARGUMENTS --db DB` and returns at once; `stdin`: its standard input, written
+    /// by the test (else it reads nothing).
+    func start(_ arguments: [String], stdin: Pipe? = nil) throws -> RunningProcess {
+        try HaulProcess.start(haul, arguments + ["--db", db], currentDirectory: temp.path, stdinPipe: stdin)
     }
 
     /// Queues `lines` (`URL [out=…] [sha256=…]`) into `out/`; fails the test unless all are accepted.
