@@ -67,7 +67,8 @@ public final class DownloadEngine: Sendable {
         await runner.stats()
     }
 
-    /// Runs until every job is done, failed or cancelled, or until `stop()`.
+    /// Runs until every job is done, failed or cancelled (with `EngineOptions.inputOpen`: and
+    /// `inputClosed()` was called), or until `stop()`.
     public func run() async throws -> RunSummary {
         let started = Date()
         let cap = options.perHost

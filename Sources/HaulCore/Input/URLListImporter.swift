@@ -8,7 +8,9 @@ import Foundation
 /// line number and reason — a bad line never stops the others; memory is bounded by two batches,
 /// whatever the input's length; a batch that is committed stays committed even if a later one
 /// fails (the error is thrown, the earlier lines are kept). Lines are read and parsed on a second
-/// thread while the calling thread writes the previous batch, so both cores are used.
+/// thread while the calling thread writes the previous batch, so both cores are used. With
+/// `streaming`, the lines read are committed as soon as the input pauses (a pipe), a last URL
+/// line `optionsWait` later, and nothing is written once `Streaming.stopped` says so.
 public struct URLListImporter {
     /// Counts for the user.
     public struct Summary: Sendable, Equatable {
