@@ -189,7 +189,7 @@ final class CurlTransportTests: XCTestCase {
     /// the block not yet run, and a cancelled one never runs.
     func testTheLoopsTimerWakesItOnTimeOnItsThreadAndKeepsOnlyTheLastBlock() throws {
         let transport = try CurlTransport()
-        let queue = try XCTUnwrap(transport.workQueue as? any TimerWorkQueue, "libcurl's loop keeps a timer")
+        let queue = try XCTUnwrap(transport.workQueue, "libcurl's loop keeps a timer")
         final class Recorder: Sendable {
             let fired = Mutex<[(name: String, thread: UInt, at: UInt64)]>([])
             let done = DispatchSemaphore(value: 0)

@@ -141,7 +141,7 @@ final class VerifiedFileTests: XCTestCase {
             XCTAssertEqual(write(fd, name, name.utf8.count), name.utf8.count)
             XCTAssertEqual(link(fd, folder.file(name)), 0, "\(name): \(String(cString: strerror(errno)))")
             XCTAssertEqual(try String(contentsOfFile: folder.file(name), encoding: .utf8), name)
-            FileManager.default.createFile(atPath: folder.file(name + ".taken"), contents: Data("theirs".utf8))
+            XCTAssertTrue(FileManager.default.createFile(atPath: folder.file(name + ".taken"), contents: Data("theirs".utf8)))
             XCTAssertEqual(link(fd, folder.file(name + ".taken")), -1, name)
             XCTAssertEqual(errno, EEXIST, name)
             XCTAssertEqual(try String(contentsOfFile: folder.file(name + ".taken"), encoding: .utf8), "theirs")
