@@ -99,7 +99,7 @@ final class RunReporter: Sendable {
     func interrupted(signal: Int32) {
         state.withLock { $0.interrupted = true }
         let text = "haul: \(signal == SIGINT ? "interrupted" : "terminated"); handing running jobs back to the queue (again to quit at once)"
-        if mode == .terminal { aboveStatusLine(text) } else if mode != .json { write(text + "\n", to: STDERR_FILENO) }
+        if mode != .json { note(text) }
     }
 
     /// Redraws the live display (terminal mode only): it fits the terminal's width, asked anew

@@ -359,12 +359,8 @@ struct EngineCore {
         case .tick:
             break
         case .inputAdded:
-            // The last claim's answer no longer holds: claim again as soon as there is room.
             inputEvents += 1
-            drained = false
-            lastQueued = nil
-            waitingPolls = 0
-            claimNotBefore = min(claimNotBefore, now)
+            claimAgain(now: now)
         case .inputClosed:
             inputEvents += 1
             inputOpen = false
@@ -737,11 +733,8 @@ struct EngineCore {
         }
         if result.unfinished != nil, sent.inputEvents != inputEvents {
             // Jobs were added since this claim was sent (its answer may have been read before
-            // their batch was committed): what it found says nothing of them. Claim again now.
-            drained = false
-            lastQueued = nil
-            waitingPolls = 0
-            claimNotBefore = now
+            // their batch was committed): what it found says nothing of them.
+            claimAgain(now: now)
         } else if let unfinished = result.unfinished {
             // Nothing claimable now: ask again when a waiting job falls due (or in a second, for
             // jobs another process may hand back).
@@ -769,6 +762,15 @@ struct EngineCore {
         if sent.outcomes.contains(where: { if case .retry = $0.0 { return true } else if case .release = $0.0 { return true }; return false }) {
             claimNotBefore = 0  // a job handed back may be claimable at once
         }
+    }
+
+    /// Jobs were added: what the last claim found no longer holds (the queue drained, how many
+    /// were queued, the polls spaced out); claim again as soon as there is room.
+    private mutating func claimAgain(now: Int) {
+        drained = false
+        lastQueued = nil
+        waitingPolls = 0
+        claimNotBefore = min(claimNotBefore, now)
     }
 
     private mutating func report(_ outcome: Outcome, _ item: Pending, _ recorded: OutcomeResult, now: Int,

@@ -114,6 +114,15 @@ public struct URLListImporter {
                 if let held = record { batch.take(held.bytes, lineNumber: held.line, resolver: resolver, aria2: held.options) }
                 record = nil
             }
+            /// Hands the batch to the writing thread and starts the next; false once that has
+            /// stopped (the channel is closed).
+            func sendBatch() -> Bool {
+                let next = ParsedBatch(sizedLike: batch)
+                guard channel.send(.batch(batch)) else { return false }
+                batch = next
+                sent += 1
+                return true
+            }
             do {
                 while true {
                     // Streaming: what was read goes to the queue before the reader waits for more.
@@ -121,16 +130,10 @@ public struct URLListImporter {
                     // for them a moment (`optionsWait`) before it goes without them; the lines
                     // before it do not wait.
                     if streams, batch.size > 0 || record != nil, reader.wouldWait() {
-                        if batch.size > 0 {
-                            guard channel.send(.batch(batch)) else { return }
-                            batch = ParsedBatch()
-                            sent += 1
-                        }
+                        if batch.size > 0 { guard sendBatch() else { return } }
                         if record != nil, reader.wouldWait(milliseconds: Self.optionsWait) {
                             takeRecord()
-                            guard channel.send(.batch(batch)) else { return }
-                            batch = ParsedBatch()
-                            sent += 1
+                            guard sendBatch() else { return }
                         }
                     }
                     guard let line = try reader.next() else { break }
@@ -152,12 +155,7 @@ public struct URLListImporter {
                             record = (bytes, reader.lineNumber, [])
                         }
                     }
-                    if batch.isFull(lines: sent == 0 ? limits.first : limits.later) {
-                        let next = ParsedBatch(sizedLike: batch)
-                        guard channel.send(.batch(batch)) else { return }
-                        batch = next
-                        sent += 1
-                    }
+                    if batch.isFull(lines: sent == 0 ? limits.first : limits.later) { guard sendBatch() else { return } }
                 }
                 takeRecord()
                 if channel.send(.batch(batch)) { _ = channel.send(.end) }

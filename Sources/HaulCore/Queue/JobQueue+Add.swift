@@ -110,12 +110,9 @@ extension JobQueue {
             // The counters (see JobQueue+Counting.swift): the added jobs are queued, of unknown size.
             let added = addedPerHost.reduce(0, +)
             if added > 0 {
-                try database.run("""
-                    UPDATE job_totals SET jobs = jobs + ?1, unknown_size = unknown_size + ?1 WHERE state = 'queued'
-                    """, added)
-                let countHost = try database.statement("UPDATE hosts SET queued = queued + ? WHERE id = ?")
+                try addTotals(state: JobState.queued.rawValue, jobs: added, expected: 0, received: 0, unknownSize: added)
                 for (index, count) in addedPerHost.enumerated() where count > 0 {
-                    try countHost.run([count, hostIDs[index]])
+                    try addQueued(count, host: hostIDs[index])
                 }
             }
             return outcomes

@@ -75,11 +75,6 @@ extension JobQueue {
         // A claim counts itself (migrations 0012 and 0015): the queued counters drop here, once
         // per batch and host, by what the claimed rows held.
         let touchHost = try database.statement("UPDATE OR FAIL hosts SET last_claim = ?, queued = queued - ? WHERE id = ?")
-        let uncount = try database.statement("""
-            UPDATE OR FAIL job_totals SET jobs = jobs - ?, expected_bytes = expected_bytes - ?, received_bytes = received_bytes - ?,
-                unknown_size = unknown_size - ?
-            WHERE state = 'queued'
-            """)
         var sequence = try database.statement("SELECT coalesce(max(last_claim), 0) FROM hosts WHERE queued > 0")
             .firstRow([], { $0.int(0) }) ?? 0
         var leases: [Lease] = []
@@ -113,7 +108,10 @@ extension JobQueue {
             open = stillOpen
         }
         for (host, claim) in lastClaim { try touchHost.run([claim.sequence, claim.taken, host]) }
-        if !leases.isEmpty { try uncount.run([leases.count, expectedBytes, receivedBytes, unknownSize]) }
+        if !leases.isEmpty {
+            try addTotals(state: JobState.queued.rawValue, jobs: -leases.count, expected: -expectedBytes, received: -receivedBytes,
+                          unknownSize: -unknownSize)
+        }
         return leases
     }
 

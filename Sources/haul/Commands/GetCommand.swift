@@ -41,11 +41,11 @@ enum GetCommand: Command {
         // be written (locked, read-only, disk full) stops `get` there, with one line, as before.
         let prepared = try AddCommand.prepareImport(arguments, spec: spec)
         let queue = try openQueue(arguments)
-        var streaming = options
-        streaming.inputOpen = true
+        var runOptions = options
+        runOptions.inputOpen = true
         let imported = ImportOutcome()
         let showSummary = !arguments.flag("--json") && !arguments.flag("--quiet")
-        let code = try RunCommand.download(queue: queue, options: streaming, connection: connection, arguments: arguments,
+        let code = try RunCommand.download(queue: queue, options: runOptions, connection: connection, arguments: arguments,
                                            spec: spec) { engine, reporter in
             prepared.report = { reporter.note($0) }
             let firstBatch = DispatchSemaphore(value: 0)
