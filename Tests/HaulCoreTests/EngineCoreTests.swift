@@ -258,6 +258,38 @@ final class EngineCoreTests: XCTestCase {
         XCTAssertEqual(error, "disk full")
     }
 
+    /// A verified file whose bytes cannot be written when it is placed (a small body is written
+    /// only then, see `DownloadAttempt.heldLimit`) is the folder's fault: the job waits with the
+    /// folder, using no attempt. When it is tried again, its folder counts as writable only once
+    /// its file is placed, not when its transfer ends.
+    func testAFileThatCannotBeWrittenWhenPlacedWaitsWithItsFolderUntilItIsPlaced() {
+        func warnings(_ actions: [EngineCore.Action]) -> [String] {
+            actions.compactMap { if case .report(.warning(let text)) = $0 { return text } else { return nil } }
+        }
+        var harness = Harness(workers: 1)
+        _ = started(&harness, jobs: [Self.lease(1)], slots: [Self.slot(0)])
+        harness.send(.prepared(token: "t1", forget: nil))
+        harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
+        let failed = harness.send(.placed(["t1": .unwritable(folder: "/out", why: "disk full; free some space")]))
+        XCTAssertEqual(warnings(failed).count, 1, "said once: \(failed)")
+        XCTAssertTrue(warnings(failed).first?.hasPrefix("cannot write in /out: disk full") == true, "\(warnings(failed))")
+        harness.settle()
+        XCTAssertTrue(harness.actions.compactMap { action -> [Outcome]? in
+            if case .exchange(let request, _) = action { return request.outcomes } else { return nil }
+        }.joined().isEmpty, "no outcome: the job waits with its folder, its attempt not counted")
+
+        harness.now += 1_001
+        let probe = harness.send(.tick)
+        XCTAssertEqual(Harness.prepared(in: probe).map(\.jobID), [1], "the folder is tried again with the job")
+        harness.send(.prepared(token: "t1", forget: nil))
+        let ended = harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
+        XCTAssertEqual(warnings(ended), [], "its bytes are not written yet: the folder is not known to work")
+        var placed = harness.send(.placed(["t1": Harness.placedFile]))
+        XCTAssertEqual(warnings(placed), ["/out can be written again; its 1 waiting jobs go on"])
+        if Harness.exchange(in: placed) == nil { placed = harness.send(.exchanged(ExchangeResult())) }
+        XCTAssertEqual(Harness.exchange(in: placed)?.outcomes, [.done(jobID: 1, token: "t1", status: 200, bytes: 10, placed: Harness.placed)])
+    }
+
     func testRetryAfterPausesTheHostSoItsNextJobWaitsEvenWithAFreeSlot() {
         var harness = Harness(workers: 1)
         _ = started(&harness, jobs: [Self.lease(1), Self.lease(2)], slots: [Self.slot(0)])

@@ -130,6 +130,32 @@ final class VerifiedFileTests: XCTestCase {
         XCTAssertEqual(tempNames(in: folder), [])
     }
 
+    /// A small body is held in memory while it arrives: the transfer's thread writes nothing to
+    /// the temp file, and its bytes reach the file when the batch is made durable.
+    func testASmallBodyIsWrittenOnlyWhenItsFileIsMadeDurable() throws {
+        let folder = try makeTempDirectory()
+        let attempt = try unnamedAttempt("held.txt", in: folder)
+        _ = attempt.head(ResponseHead(status: 200, headers: ["Content-Length": "11"], url: nil))
+        try feed(attempt, "held ")
+        try feed(attempt, "bytes")
+        try feed(attempt, "!")
+        guard case .verified(let file) = attempt.verify(FetchResult(head: nil, failure: nil)) else { return XCTFail("not verified") }
+        func size() -> Int { var info = stat(); return fstat(file.descriptor, &info) == 0 ? Int(info.st_size) : -1 }
+        XCTAssertEqual(size(), 0, "nothing written while the body arrived")
+        XCTAssertEqual(file.held, Array("held bytes!".utf8))
+        XCTAssertEqual(VerifiedFile.makeDurable([file]).map { $0?.message }, [nil])
+        XCTAssertEqual(size(), 11)
+        XCTAssertEqual(try file.place(.keepExisting), .moved(to: nil))
+        file.close()
+        XCTAssertEqual(try String(contentsOfFile: folder.file("held.txt"), encoding: .utf8), "held bytes!")
+
+        let large = try unnamedAttempt("written.bin", in: folder)
+        _ = large.head(ResponseHead(status: 200, headers: ["Content-Length": String(DownloadAttempt.heldLimit + 1)], url: nil))
+        try feed(large, "x")
+        XCTAssertEqual(large.snapshot.bytesOnDisk, 1)
+        guard case .failed = large.verify(FetchResult(head: nil, failure: nil)) else { return XCTFail("a short body verified") }
+    }
+
     /// Both ways of naming an unnamed file work: AT_EMPTY_PATH (with CAP_DAC_READ_SEARCH, as
     /// root) and /proc/self/fd (without it), and neither replaces a file.
     func testAnUnnamedFileIsNamedEitherWayAndNeverOverAFile() throws {
@@ -156,6 +182,8 @@ final class VerifiedFileTests: XCTestCase {
             _ = attempt.head(ResponseHead(status: 200, headers: ["Content-Length": "3"], url: nil))
             try feed(attempt, "new")
             guard case .verified(let file) = attempt.verify(FetchResult(head: nil, failure: nil)) else { return XCTFail("not verified") }
+            XCTAssertThrowsError(try file.place(mode), "placed before its bytes were written")
+            XCTAssertEqual(VerifiedFile.makeDurable([file]).map { $0?.message }, [nil])
             let moved = try file.place(mode)
             file.close()
             XCTAssertEqual(moved, mode == .keepExisting ? .destinationTaken(size: 10) : .moved(to: nil), "\(mode)")
@@ -209,6 +237,9 @@ final class VerifiedFileTests: XCTestCase {
         XCTAssertNil(attempt.snapshot.validator, "unnamed: nothing resumable yet")
         XCTAssertEqual(attempt.snapshotForProgress().validator, .etag("\"s\""))
         XCTAssertEqual(try String(contentsOfFile: attempt.temp.path, encoding: .utf8), "the first bytes")
+        try feed(attempt, ", then the rest")
+        XCTAssertEqual(try String(contentsOfFile: attempt.temp.path, encoding: .utf8), "the first bytes, then the rest",
+                       "the bytes after the name follow those written when it was given")
         _ = attempt.verify(FetchResult(head: nil, failure: .cancelled))
     }
 }

@@ -32,8 +32,10 @@ final class DiskFaultTests: XCTestCase {
         defer { disk.unmount(); withExtendedLifetime(h) {} }
         let server = try FaultServer(host: "127.0.0.1")
         defer { server.stop() }
-        let first = runTestData(30_000, seed: 41)
-        let second = runTestData(30_000, seed: 42)
+        // Larger than `DownloadAttempt.heldLimit`, so written as they come (a small body waits in
+        // memory until its batch is placed, and the big file's bytes could take its room first).
+        let first = runTestData(100_000, seed: 41)
+        let second = runTestData(100_000, seed: 42)
         let big = runTestData(1_500_000, seed: 43)
         server.route("/first.bin", FaultServer.file(first, etag: "\"f1\""))
         server.route("/second.bin", FaultServer.file(second, etag: "\"f2\""))
@@ -68,6 +70,38 @@ final class DiskFaultTests: XCTestCase {
         XCTAssertEqual(outputFilesExceptFiller(h), ["big.bin", "first.bin", "second.bin"])
         XCTAssertEqual(try h.counts()["done"], 3)
         try assertDatabaseSound(h.db)
+    }
+
+    /// A small file's bytes are written when it is placed (see `DownloadAttempt.heldLimit`): a
+    /// disk full then is the machine's fault as it is mid-body, no attempt is used, the run
+    /// stops saying once what is wrong, and the next run places the file.
+    func testASmallFileThatCannotBeWrittenWhenPlacedUsesNoAttempt() throws {
+        let h = try RunHarness(self)
+        let disk = try SmallDisk.mount(at: h.out, bytes: 4 << 20)
+        defer { disk.unmount(); withExtendedLifetime(h) {} }
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let small = runTestData(30_000, seed: 44)
+        server.route("/small.bin", FaultServer.file(small, etag: "\"s1\""))
+        try h.add([server.url("/small.bin").absoluteString])
+        try disk.fill(leaving: 0)
+
+        let result = try h.run(["run", "--max-attempts", "2"])
+
+        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
+        let temp = try tempPath(h, job: 1)
+        XCTAssertTrue((result.stdoutText + result.stderrText).contains("cannot write \(temp): \(Self.noSpace); the disk (or quota) is full: free some space"),
+                      result.stdoutText + result.stderrText)
+        XCTAssertTrue(result.stderrText.contains("haul: stopped: cannot write in \(h.out)"), result.stderrText)
+        let job = try h.show(1)
+        XCTAssertEqual(job["state"] as? String, "queued")
+        XCTAssertEqual(job["attempts"] as? Int, 0, "a full disk uses no attempt")
+        XCTAssertNil(h.contents("small.bin"))
+
+        disk.free()
+        let again = try h.run(["run"])
+        XCTAssertEqual(again.status, 0, again.stdoutText + again.stderrText)
+        XCTAssertEqual(h.contents("small.bin"), small)
     }
 
     /// The disk fills mid-body; the run says so once and the job waits, parked, its partial file

@@ -345,9 +345,19 @@ struct EngineCore {
         case .placed(let results):
             for (token, result) in results {
                 guard let item = placing.removeValue(forKey: token) else { continue }
+                let folder = item.lease.job.destination.parentFolder
+                if blockedFolders[folder]?.probe == token {
+                    switch result {
+                    case .placed, .kept: folderWorks(folder, now: now, into: &actions)  // it wrote: the others go on
+                    case .unwritable: break  // folderFailed counts it
+                    case .failed: blockedFolders[folder]?.probe = nil  // the folder is tried with another job
+                    }
+                }
                 switch result {
                 case .failed(let problem):
                     decide(.disk(problem), status: nil, snapshot: nil, item: item, now: now, into: &actions)
+                case .unwritable(let folder, let why):
+                    decide(.local(folder: folder, why: why), status: nil, snapshot: nil, item: item, now: now, into: &actions)
                 case .placed(let file):
                     queue(.done(jobID: item.lease.jobID, token: item.lease.token, status: item.status, bytes: Int(item.bytes),
                                 placed: file), item, now: now)
@@ -401,7 +411,7 @@ struct EngineCore {
         if !blockedFolders.isEmpty, case let folder = transfer.lease.job.destination.parentFolder, blockedFolders[folder]?.probe == token {
             switch end {
             case .verified:
-                folderWorks(folder, now: now, into: &actions)  // it wrote: the others go on
+                break  // its placement says (a small body is written only then)
             case .failed(.local, _, _):
                 break  // folderFailed counts it
             case .failed(_, _, let snapshot) where (snapshot?.bytesOnDisk ?? 0) > 0:

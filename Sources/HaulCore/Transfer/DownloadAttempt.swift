@@ -115,6 +115,9 @@ public final class DownloadAttempt: BodySink {
         var metadata = ResponseMetadata()
         /// The temp file has no name yet (see `TempFile`).
         var unnamed = false
+        /// The body is held in memory (`held`), not written as it arrives (see `heldLimit`).
+        var holding = false
+        var held: [UInt8] = []
 
         /// What is on disk. An unnamed file's validator is not given: its bytes cannot be
         /// resumed, and what holds the temp file's name may be another attempt's (after a lease
@@ -123,9 +126,17 @@ public final class DownloadAttempt: BodySink {
             Snapshot(bytesOnDisk: written, expectedTotal: expectedTotal, validator: unnamed ? nil : validator)
         }
 
-        /// Gives an unnamed temp file open as `fd` its name, when it has bytes worth resuming.
+        /// Gives an unnamed temp file open as `fd` its name, when it has bytes worth resuming
+        /// (the bytes held in memory written first: a name is given to whole bytes only).
         mutating func name(_ temp: TempFile, _ fd: Int32) {
-            if unnamed, fd >= 0, written > 0, validator != nil, temp.name(fd) { unnamed = false }
+            guard unnamed, fd >= 0, written > 0, validator != nil else { return }
+            if holding {
+                guard VerifiedFile.write(held, to: fd, at: written - Int64(held.count), path: temp.path) == nil else { return }
+                lseek(fd, off_t(written), SEEK_SET)  // the bytes still to come follow them
+                holding = false
+                held = []
+            }
+            if temp.name(fd) { unnamed = false }
         }
     }
 
@@ -133,6 +144,15 @@ public final class DownloadAttempt: BodySink {
     /// from their head on, and have their validator recorded then, so a kill -9 mid-body can
     /// resume them; smaller ones are cheaper to fetch again than to record twice.
     public static let resumableSize: Int64 = 1 << 20
+
+    /// Bodies of at most this many bytes, in an unnamed temp file, are held in memory as they
+    /// arrive and written to the file when it is placed (`VerifiedFile.held`), on the placement
+    /// thread: the transfer loop, whose one thread drives every transfer, makes no file system
+    /// call for them. Measured on workload A (10,000 files of 10 KB): the body writes were
+    /// almost half of the loop thread's time, most of it the kernel copying into new page-cache
+    /// pages. At most `-j` bodies are held at once, plus the verified files waiting to be
+    /// placed (a bounded batch), so memory stays flat.
+    public static let heldLimit: Int64 = 64 << 10
 
     public let temp: TempFile
     public let expectedChecksum: Checksum?
@@ -245,6 +265,10 @@ public final class DownloadAttempt: BodySink {
                temp.name(state.descriptor) {
                 state.unnamed = false  // large: kept under its name from the first byte
             }
+            if state.unnamed, state.mode == .writing, let total = state.expectedTotal, total <= Self.heldLimit {
+                state.holding = true
+                state.held.reserveCapacity(Int(total))
+            }
             return state.snapshot
         }
         guard let accepted else { return .reject(state.withLock { $0.failure?.description ?? "rejected" }) }
@@ -261,6 +285,12 @@ public final class DownloadAttempt: BodySink {
                 state.mode = .stopped
                 throw TransferIOError(failure.description)
             }
+            state.hasher?.update(bytes)
+            if state.holding {
+                state.held.append(contentsOf: bytes)
+                state.written += Int64(bytes.count)
+                return
+            }
             var offset = 0
             while offset < bytes.count {
                 let count = write(state.descriptor, bytes.baseAddress! + offset, bytes.count - offset)
@@ -273,7 +303,6 @@ public final class DownloadAttempt: BodySink {
                 }
                 offset += count
             }
-            state.hasher?.update(bytes)
             let before = state.written
             state.written += Int64(bytes.count)
             // A large file is made durable before it is placed: start writing its bytes to the
@@ -408,6 +437,10 @@ public final class DownloadAttempt: BodySink {
         }
         var file = VerifiedFile(temp: temp, descriptor: descriptor, bytes: written, status: status)
         file.unnamed = unnamed
+        file.held = state.withLock { state in
+            defer { state.held = [] }
+            return state.holding ? state.held : []
+        }
         file.metadata = metadata
         if expectedChecksum?.algorithm ?? .sha256 == .sha256 { file.metadata.sha256 = digest }
         return .verified(file)

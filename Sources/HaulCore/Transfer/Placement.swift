@@ -43,6 +43,10 @@ public enum Placement {
         case kept(size: Int64)
         /// Not placed: why (the reason a user reads).
         case failed(String)
+        /// Not placed, and not the job's fault: its bytes could not be written or flushed because
+        /// the output folder cannot be written (see `LocalFault`: a full disk, a read-only file
+        /// system). `why` says what failed and what to do.
+        case unwritable(folder: String, why: String)
     }
 
     /// Places `files`; returns what became of each (same order). Blocking: run it off any
@@ -54,7 +58,11 @@ public enum Placement {
         for (index, (file, mode)) in files.enumerated() {
             defer { file.close() }
             if let problem = durability[index] {
-                outcome[index] = .failed(problem.message)
+                if case .local(let folder, let why)? = LocalFault.failure(problem, destination: file.temp.destination) {
+                    outcome[index] = .unwritable(folder: folder, why: why)
+                } else {
+                    outcome[index] = .failed(problem.message)
+                }
                 continue
             }
             if let mark = file.mark { _ = haul_mark_file(file.descriptor, mark) }  // best effort: not every file system keeps it

@@ -22,6 +22,9 @@ public struct VerifiedFile: Sendable {
     public var mark: String?
     /// The file has no name yet: it is linked into place, not renamed (see `TempFile`).
     public var unnamed = false
+    /// The body's last bytes, not yet in the temp file: a small body held in memory while it
+    /// arrived (see `DownloadAttempt.heldLimit`). `makeDurable` writes them first.
+    public var held: [UInt8] = []
 
     /// Writes the bytes of every file in `files` to disk and returns, for each file (same
     /// order), nil or why its bytes may not be on disk. One syncfs(2) per file system writes
@@ -30,9 +33,15 @@ public struct VerifiedFile: Sendable {
     /// (syncfs alone reports only errors of the file system as a whole). Where syncfs fails, or
     /// is not trusted on that file system, each file gets fsync(2) instead, so one bad file does
     /// not fail the others.
+    /// A file whose held bytes cannot be written fails with the reason (see `LocalFault` for
+    /// those that are the machine's fault).
     public static func makeDurable(_ files: [VerifiedFile]) -> [TransferIOError?] {
         // The reason is read from errno at once, before any other call can change it.
         let devices = files.map { file -> Result<UInt64, TransferIOError> in
+            if !file.held.isEmpty,
+               let problem = write(file.held, to: file.descriptor, at: file.bytes - Int64(file.held.count), path: file.temp.path) {
+                return .failure(problem)
+            }
             var info = stat()
             guard fstat(file.descriptor, &info) == 0 else { return .failure(.errno("cannot examine \(file.temp.path)")) }
             return .success(UInt64(info.st_dev))
@@ -60,6 +69,23 @@ public struct VerifiedFile: Sendable {
         }
     }
 
+    /// Writes `bytes` at `offset` of the open file `fd` (the temp file `path`): nil, or why not
+    /// (the file is then not whole; `code` is the errno).
+    static func write(_ bytes: [UInt8], to fd: Int32, at offset: Int64, path: String) -> TransferIOError? {
+        bytes.withUnsafeBytes { buffer in
+            var done = 0
+            while done < buffer.count {
+                let count = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    return TransferIOError.errno("cannot write \(path)")
+                }
+                done += count
+            }
+            return nil
+        }
+    }
+
     /// Batches with fewer files than this on one file system are flushed file by file.
     static let syncfsBatchSize = 4
 
@@ -73,9 +99,14 @@ public struct VerifiedFile: Sendable {
         return type >= 0 && syncfsFileSystems.contains(UInt64(type))
     }
 
-    /// Renames the temp file over the destination. Call only after `makeDurable` included it.
+    /// Renames the temp file over the destination. Call only after `makeDurable` included it:
+    /// a file that does not hold all its bytes (its held bytes not written) is refused.
     public func place(_ mode: Placement.Mode = .replace) throws -> Placement.Moved {
-        try temp.moveIntoPlace(descriptor: descriptor, mode: mode, unnamed: unnamed)
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, Int64(info.st_size) == bytes else {
+            throw TransferIOError("\(temp.path) holds \(info.st_size) of its \(bytes) bytes: not placed")
+        }
+        return try temp.moveIntoPlace(descriptor: descriptor, mode: mode, unnamed: unnamed)
     }
 
     /// What identifies the file now (it keeps its inode, size and time when renamed).
