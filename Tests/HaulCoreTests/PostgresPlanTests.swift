@@ -25,7 +25,55 @@ struct PostgresPlanTests {
             ANALYZE
             """)
         try connection.execute("SET plan_cache_mode = force_generic_plan")
-        let statements: [(name: String, sql: String, arguments: String)] = [
+        for statement in Self.statements {
+            try connection.execute("PREPARE \(statement.name) AS \(statement.sql)")
+            let plan = try connection.query("EXPLAIN EXECUTE \(statement.name)(\(statement.arguments))").map { $0.string(0) }
+                .joined(separator: "\n")
+            for table in ["jobs", "attempts"] {
+                #expect(!plan.contains("Seq Scan on \(table)"), "\(statement.name) reads \(table) whole:\n\(plan)")
+            }
+            // A batch given by ids finds each job by its id, not by reading every running job
+            // (and the batch again for each: see PostgresJobStore.heldRunning).
+            if ["renew_jobs", "progress", "complete"].contains(statement.name) {
+                #expect(!plan.contains("jobs_running"), "\(statement.name) reads the running jobs:\n\(plan)")
+            }
+        }
+    }
+
+    /// `haul get` starts its run once its first lines are queued: a worker then plans its
+    /// statements (once per session) on a nearly empty table. As `add` grows the table, the
+    /// server's statistics follow it (see `PostgresJobStore.analyzeJobsIfGrown`), so those
+    /// statements are planned again and find rows by index once the table is large.
+    @Test func statementsPlannedOnASmallQueueArePlannedAgainOnceItGrew() throws {
+        let fixture = try StoreFixture(.postgres)
+        let store = try fixture.open()
+        let urls = (0..<20_000).map { "http://127.0.0.2:8000/f\($0)" }
+        try fixture.add(Array(urls[..<200]), to: store)
+        let connection = try PostgresConnection(url: fixture.location)
+        try connection.execute("SET plan_cache_mode = force_generic_plan")
+        func plans() throws -> [(name: String, plan: String)] {
+            try Self.statements.map { statement in
+                (statement.name, try connection.query("EXPLAIN EXECUTE \(statement.name)(\(statement.arguments))").map { $0.string(0) }
+                    .joined(separator: "\n"))
+            }
+        }
+        for statement in Self.statements { try connection.execute("PREPARE \(statement.name) AS \(statement.sql)") }
+        _ = try plans()  // planned on 200 jobs
+        for start in stride(from: 200, to: urls.count, by: 1_024) {  // as get's import adds them
+            try fixture.add(Array(urls[start..<min(start + 1_024, urls.count)]), to: store)
+        }
+        for (name, plan) in try plans() {
+            #expect(!plan.contains("Seq Scan on jobs"), "\(name) reads jobs whole, planned when the table was small:\n\(plan)")
+        }
+        let pages = try connection.query("""
+            SELECT relpages, pg_relation_size(oid) / current_setting('block_size')::bigint FROM pg_class WHERE oid = 'jobs'::regclass
+            """)[0]
+        #expect(pages.int(0) * 2 >= pages.int(1), "the statistics know the table's size")
+    }
+
+    /// The exchange's statements with arguments to plan them with.
+    static var statements: [(name: String, sql: String, arguments: String)] {
+        [
             ("evicted", PostgresJobStore.evictedSQL, "'w'"),
             ("renew_jobs", PostgresJobStore.renewJobsSQL, "1, '{1,2}', '{t,u}', 0"),
             ("renew_slots", PostgresJobStore.renewSlotsSQL, "1, '{1}', '{0}', '{t}', 0"),
@@ -42,19 +90,6 @@ struct PostgresPlanTests {
             ("forget_silent", PostgresJobStore.forgetSilentSQL, "1000000"),
             ("end_leases", PostgresJobStore.endLeasesSQL, "5, '{a,b}'"),
         ]
-        for statement in statements {
-            try connection.execute("PREPARE \(statement.name) AS \(statement.sql)")
-            let plan = try connection.query("EXPLAIN EXECUTE \(statement.name)(\(statement.arguments))").map { $0.string(0) }
-                .joined(separator: "\n")
-            for table in ["jobs", "attempts"] {
-                #expect(!plan.contains("Seq Scan on \(table)"), "\(statement.name) reads \(table) whole:\n\(plan)")
-            }
-            // A batch given by ids finds each job by its id, not by reading every running job
-            // (and the batch again for each: see PostgresJobStore.heldRunning).
-            if ["renew_jobs", "progress", "complete"].contains(statement.name) {
-                #expect(!plan.contains("jobs_running"), "\(statement.name) reads the running jobs:\n\(plan)")
-            }
-        }
     }
 
     /// Finding the hosts with work reads the hosts that have queued jobs, not every host: with

@@ -150,8 +150,9 @@ public final class DownloadAttempt: BodySink {
     /// thread: the transfer loop, whose one thread drives every transfer, makes no file system
     /// call for them. Measured on workload A (10,000 files of 10 KB): the body writes were
     /// almost half of the loop thread's time, most of it the kernel copying into new page-cache
-    /// pages. At most `-j` bodies are held at once, plus the verified files waiting to be
-    /// placed (a bounded batch), so memory stays flat.
+    /// pages. Memory stays bounded whatever the files and the disk: bodies are held by the
+    /// running transfers (`-j`) and the verified files waiting to be placed (at most
+    /// `EngineCore.unplacedLimit`, 512), so at most (`-j` + 512) × 64 KiB, 33 MiB at `-j` 16.
     public static let heldLimit: Int64 = 64 << 10
 
     public let temp: TempFile
