@@ -285,7 +285,7 @@ final class EngineCoreTests: XCTestCase {
         let ended = harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
         XCTAssertEqual(warnings(ended), [], "its bytes are not written yet: the folder is not known to work")
         var placed = harness.send(.placed(["t1": Harness.placedFile]))
-        XCTAssertEqual(warnings(placed), ["/out can be written again; its 1 waiting jobs go on"])
+        XCTAssertEqual(warnings(placed), ["/out can be written again; its waiting job goes on"])
         if Harness.exchange(in: placed) == nil { placed = harness.send(.exchanged(ExchangeResult())) }
         XCTAssertEqual(Harness.exchange(in: placed)?.outcomes, [.done(jobID: 1, token: "t1", status: 200, bytes: 10, placed: Harness.placed)])
     }

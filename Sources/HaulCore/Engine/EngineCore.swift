@@ -520,7 +520,9 @@ struct EngineCore {
             aheadStale = true
             if !hostOrder.contains(lease.job.hostID) { hostOrder.append(lease.job.hostID) }
         }
-        actions.append(.report(.warning("\(folder) can be written again; its \(block.parked.count + 1) waiting jobs go on")))
+        let waiting = block.parked.count + 1
+        actions.append(.report(.warning("\(folder) can be written again; "
+                                        + (waiting == 1 ? "its waiting job goes on" : "its \(waiting) waiting jobs go on"))))
     }
 
     /// The host said it is overloaded: it gets half the transfers it had (never fewer than 1),
