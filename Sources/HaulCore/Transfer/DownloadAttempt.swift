@@ -131,8 +131,7 @@ public final class DownloadAttempt: BodySink {
         mutating func name(_ temp: TempFile, _ fd: Int32) {
             guard unnamed, fd >= 0, written > 0, validator != nil else { return }
             if holding {
-                guard VerifiedFile.write(held, to: fd, at: written - Int64(held.count), path: temp.path) == nil else { return }
-                lseek(fd, off_t(written), SEEK_SET)  // the bytes still to come follow them
+                guard held.withUnsafeBytes({ temp.write($0, to: fd, at: written - Int64($0.count)) }) == nil else { return }
                 holding = false
                 held = []
             }
@@ -209,7 +208,6 @@ public final class DownloadAttempt: BodySink {
             }
             initial.hasher = hasher
         }
-        if resume { lseek(initial.descriptor, off_t(existing), SEEK_SET) }
         state = Mutex(initial)
     }
 
@@ -292,17 +290,10 @@ public final class DownloadAttempt: BodySink {
                 state.written += Int64(bytes.count)
                 return
             }
-            var offset = 0
-            while offset < bytes.count {
-                let count = write(state.descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    let error = TransferIOError.errno("cannot write \(temp.path)")
-                    state.failure = LocalFault.failure(error, destination: temp.destination) ?? .disk(error.message)
-                    state.mode = .stopped
-                    throw error
-                }
-                offset += count
+            if let error = temp.write(bytes, to: state.descriptor, at: state.written) {
+                state.failure = LocalFault.failure(error, destination: temp.destination) ?? .disk(error.message)
+                state.mode = .stopped
+                throw error
             }
             let before = state.written
             state.written += Int64(bytes.count)

@@ -346,6 +346,22 @@ public struct TempFile: Sendable {
         defer { close(dirFD) }
         return fsync(dirFD) == 0
     }
+
+    /// Writes `bytes` at `offset` of this temp file, open as `fd`: nil, or why not (the file is
+    /// then not whole; `code` is the errno). Every body byte goes through here at its own
+    /// offset, so no write depends on where the descriptor's position was left.
+    func write(_ bytes: UnsafeRawBufferPointer, to fd: Int32, at offset: Int64) -> TransferIOError? {
+        var done = 0
+        while done < bytes.count {
+            let count = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            if count < 0 {
+                if errno == EINTR { continue }
+                return TransferIOError.errno("cannot write \(path)")
+            }
+            done += count
+        }
+        return nil
+    }
 }
 
 /// A file-system failure while downloading; the message names the file and the system's reason.

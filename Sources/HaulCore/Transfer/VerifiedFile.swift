@@ -38,8 +38,7 @@ public struct VerifiedFile: Sendable {
     public static func makeDurable(_ files: [VerifiedFile]) -> [TransferIOError?] {
         // The reason is read from errno at once, before any other call can change it.
         let devices = files.map { file -> Result<UInt64, TransferIOError> in
-            if !file.held.isEmpty,
-               let problem = write(file.held, to: file.descriptor, at: file.bytes - Int64(file.held.count), path: file.temp.path) {
+            if let problem = file.held.withUnsafeBytes({ file.temp.write($0, to: file.descriptor, at: file.bytes - Int64($0.count)) }) {
                 return .failure(problem)
             }
             var info = stat()
@@ -66,23 +65,6 @@ public struct VerifiedFile: Sendable {
                 ? haul_wait_for_writeback(file.descriptor) == 0
                 : fsync(file.descriptor) == 0
             return written ? nil : TransferIOError.errno("cannot flush \(file.temp.path) to disk")
-        }
-    }
-
-    /// Writes `bytes` at `offset` of the open file `fd` (the temp file `path`): nil, or why not
-    /// (the file is then not whole; `code` is the errno).
-    static func write(_ bytes: [UInt8], to fd: Int32, at offset: Int64, path: String) -> TransferIOError? {
-        bytes.withUnsafeBytes { buffer in
-            var done = 0
-            while done < buffer.count {
-                let count = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    return TransferIOError.errno("cannot write \(path)")
-                }
-                done += count
-            }
-            return nil
         }
     }
 
