@@ -1,5 +1,6 @@
 import CFileSync
 import Foundation
+import Synchronization
 import XCTest
 @testable import HaulCore
 import HaulTestSupport
@@ -156,6 +157,84 @@ final class VerifiedFileTests: XCTestCase {
         guard case .failed = large.verify(FetchResult(head: nil, failure: nil)) else { return XCTFail("a short body verified") }
     }
 
+    // MARK: Held bodies written ahead of placement (HeldBodyWriter)
+
+    /// A named temp file holding `held` in memory, nothing of it written yet.
+    private func heldFile(_ name: String, in folder: TempDirectory, held: String, readOnly: Bool = false) throws -> VerifiedFile {
+        let temp = TempFile(destination: folder.file(name), jobID: name.count, queue: 0)
+        var (descriptor, _) = try temp.open()
+        if readOnly {
+            close(descriptor)
+            descriptor = open(temp.path, O_RDONLY | O_CLOEXEC)
+        }
+        var file = VerifiedFile(temp: temp, descriptor: descriptor, bytes: Int64(held.utf8.count), status: 200)
+        file.held = Array(held.utf8)
+        return file
+    }
+
+    /// The files `afterWrites` hands on, waited for.
+    private func afterWrites(_ writer: HeldBodyWriter, _ batch: [(token: String, file: VerifiedFile)]) -> [VerifiedFile] {
+        let handed = HandedFiles()
+        let done = expectation(description: "batch handed on")
+        writer.afterWrites(batch) { files in
+            handed.files.withLock { $0 = files }
+            done.fulfill()
+        }
+        wait(for: [done], timeout: 10)
+        return handed.files.withLock { $0 }
+    }
+
+    private func size(_ descriptor: Int32) -> Int {
+        var info = stat()
+        return fstat(descriptor, &info) == 0 ? Int(info.st_size) : -1
+    }
+
+    /// A held body is written as soon as its file is verified; its batch comes to placement with
+    /// nothing left to write, and is placed whole.
+    func testAHeldBodyIsWrittenAheadOfItsBatchAndNotAgain() throws {
+        let folder = try makeTempDirectory()
+        let writer = HeldBodyWriter()
+        let file = try heldFile("ahead.txt", in: folder, held: "written ahead")
+        writer.write(file, token: "t1")
+        let handed = afterWrites(writer, [("t1", file)])
+        XCTAssertEqual(handed.map(\.held), [[]], "placement has nothing left to write")
+        XCTAssertEqual(size(file.descriptor), 13, "the bytes are in the file before placement")
+        XCTAssertEqual(Placement.place([(handed[0], .replace)]).count, 1)
+        XCTAssertEqual(try String(contentsOfFile: folder.file("ahead.txt"), encoding: .utf8), "written ahead")
+    }
+
+    /// A held body that cannot be written stays held, so placement writes it again and says why
+    /// (a full disk is the machine's fault); a file given to no write comes back as it was.
+    func testAHeldBodyThatCannotBeWrittenIsLeftForPlacementToReport() throws {
+        let folder = try makeTempDirectory()
+        let writer = HeldBodyWriter()
+        let refused = try heldFile("refused.txt", in: folder, held: "no room", readOnly: true)
+        let other = try heldFile("other.txt", in: folder, held: "not asked")
+        defer { refused.close(); other.close() }
+        writer.write(refused, token: "t1")
+        let handed = afterWrites(writer, [("t1", refused), ("t2", other)])
+        XCTAssertEqual(handed.map(\.held), [Array("no room".utf8), Array("not asked".utf8)])
+        XCTAssertNotNil(VerifiedFile.makeDurable([handed[0]])[0], "placement reports the write it could not make")
+    }
+
+    /// A file closed through the writer is closed only after its write: the bytes reach the file,
+    /// never a descriptor number reused meanwhile.
+    func testAFileClosedThroughTheWriterIsClosedAfterItsWrite() throws {
+        let folder = try makeTempDirectory()
+        let writer = HeldBodyWriter()
+        let file = try heldFile("closed.txt", in: folder, held: "then closed")
+        writer.write(file, token: "t1")
+        writer.close(file, token: "t1")
+        _ = afterWrites(writer, [])
+        XCTAssertEqual(fcntl(file.descriptor, F_GETFD), -1, "closed")
+        XCTAssertEqual(try String(contentsOfFile: file.temp.path, encoding: .utf8), "then closed")
+        let others = try [heldFile("a.txt", in: folder, held: "a"), heldFile("b.txt", in: folder, held: "b")]
+        for (index, file) in others.enumerated() { writer.write(file, token: "o\(index)") }
+        writer.closeAll(others)
+        XCTAssertEqual(others.map { fcntl($0.descriptor, F_GETFD) }, [-1, -1], "closed on return")
+        XCTAssertEqual(try others.map { try String(contentsOfFile: $0.temp.path, encoding: .utf8) }, ["a", "b"])
+    }
+
     /// Both ways of naming an unnamed file work: AT_EMPTY_PATH (with CAP_DAC_READ_SEARCH, as
     /// root) and /proc/self/fd (without it), and neither replaces a file.
     func testAnUnnamedFileIsNamedEitherWayAndNeverOverAFile() throws {
@@ -242,4 +321,9 @@ final class VerifiedFileTests: XCTestCase {
                        "the bytes after the name follow those written when it was given")
         _ = attempt.verify(FetchResult(head: nil, failure: .cancelled))
     }
+}
+
+/// What a `HeldBodyWriter` handed on, read on the test's thread.
+private final class HandedFiles: Sendable {
+    let files = Mutex<[VerifiedFile]>([])
 }

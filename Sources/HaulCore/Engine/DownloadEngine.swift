@@ -166,6 +166,9 @@ private final class Runner: @unchecked Sendable {
     private let prepareQueues = [DispatchQueue(label: "haul.prepare.0"), DispatchQueue(label: "haul.prepare.1")]
     /// Where blocking file work (fsync, rename) runs.
     static let fileQueue = DispatchQueue(label: "haul.files", attributes: .concurrent)
+    /// Writes small bodies as their files are verified, ahead of placement; the one way such a
+    /// file is placed or closed (see its guarantees).
+    private let heldBodies = HeldBodyWriter()
 
     init(core: EngineCore, store: StoreExecutor, transport: Transport, options: EngineOptions,
          emit: @escaping @Sendable (EngineEvent) -> Void) {
@@ -284,11 +287,13 @@ private final class Runner: @unchecked Sendable {
             exchange(request)
         case .place(let tokens):
             let batch = tokens.compactMap { token in files.removeValue(forKey: token).map { (token, $0) } }
-            Self.fileQueue.async {
-                let placed = Placement.place(batch.map(\.1))
-                var results: [String: Placement.Result] = [:]
-                for ((token, _), result) in zip(batch, placed) { results[token] = result }
-                self.send(.placed(results))
+            heldBodies.afterWrites(batch.map { ($0.0, $0.1.file) }) { files in
+                Self.fileQueue.async {
+                    let placed = Placement.place(zip(files, batch).map { ($0, $1.1.mode) })
+                    var results: [String: Placement.Result] = [:]
+                    for ((token, _), result) in zip(batch, placed) { results[token] = result }
+                    self.send(.placed(results))
+                }
             }
         case .dropPrepared(let token):
             if preparing[token] != nil {
@@ -300,7 +305,7 @@ private final class Runner: @unchecked Sendable {
         case .removeTemp(let lease):
             TempFile(destination: lease.job.destination, jobID: lease.jobID, queue: queueIdentity).remove()
         case .drop(let token):
-            files.removeValue(forKey: token)?.file.close()
+            if let file = files.removeValue(forKey: token)?.file { heldBodies.close(file, token: token) }
         case .report(let event):
             emit(event)
         case .wake(let at):
@@ -505,6 +510,7 @@ private final class Runner: @unchecked Sendable {
         case .verified(var file):
             file.mark = ExistingFile.mark(for: transfer.lease.job)
             files[token] = (file, transfer.mode)
+            heldBodies.write(file, token: token)
             end = .verified(status: file.status, bytes: file.bytes)
         case .failed(let failure, let status):
             end = .failed(failure, status: status, snapshot: attempt.snapshot)
@@ -598,7 +604,7 @@ private final class Runner: @unchecked Sendable {
         aborted = true
         abortError = error
         for transfer in transfers.values { transfer.handle?.cancel() }
-        for (file, _) in files.values { file.close() }
+        heldBodies.closeAll(files.values.map(\.file))
         cancelTimer()
         continuation?.resume(throwing: error)
         continuation = nil

@@ -29,21 +29,25 @@ public final class JobQueue {
         self.database = database
     }
 
-    /// Six rounds in hand (see `JobStore.claimAheadRounds`). An exchange and the preparation
+    /// Twelve rounds in hand (see `JobStore.claimAheadRounds`). An exchange and the preparation
     /// of what it claims (temp files opened on other threads, handed back to libcurl's loop
     /// between its turns) take 2–3 ms on average and up to 10 ms on workload A, while 16
     /// transfers of small files start jobs in bursts of up to 10,000 a second. With two rounds a
     /// third of the transfers started before their file was ready and libcurl ran 11.7 of 16
-    /// transfers on average; with four, 13.9 (88 % ready in time), but a trace of the claims
-    /// still showed the hand empty before an answer came about once every 30 exchanges; six
-    /// were faster than four in 6 of 7 alternating runs of workload A (medians 1.50 s, 1.71 s).
-    public var claimAheadRounds: Int { 6 }
+    /// transfers on average; with four, 13.9 (88 % ready in time); six were faster than four in 6
+    /// of 7 alternating runs of workload A (medians 1.50 s, 1.71 s). Once A ran at 10,000 files a
+    /// second, a trace of its exchanges showed the hand of six rounds empty before the claim's
+    /// answer in about one exchange of four (a claim sent at four rounds left, answered 5–12 ms
+    /// later): free slots with no job to start, 1,019 slot-milliseconds a run (median of 10).
+    /// Twelve rounds, claimed below eight, left 352 (see `claimBelowRounds`).
+    public var claimAheadRounds: Int { 12 }
 
-    /// Claims once fewer than four rounds are in hand (see `EngineCore`'s `claimBelow`): each
+    /// Claims once fewer than eight rounds are in hand (see `EngineCore`'s `claimBelow`): each
     /// exchange is a transaction that writes every page it touched however few jobs it moved;
     /// on workload A claiming every quarter round made 521 exchanges and 30,800 writes to the
-    /// journal for 10,000 files, claiming below four rounds 319 and 15,200.
-    public var claimBelowRounds: Int { 4 }
+    /// journal for 10,000 files, claiming below four of six rounds 319 and 15,200. Claims still
+    /// take four rounds at a time.
+    public var claimBelowRounds: Int { 8 }
 
     /// Opens the database at `path` (see `Database.OpenMode`) and wraps it.
     public convenience init(path: String, mode: Database.OpenMode = .createIfMissing, busyTimeout: Double = 10) throws {
