@@ -235,6 +235,43 @@ final class VerifiedFileTests: XCTestCase {
         XCTAssertEqual(try others.map { try String(contentsOfFile: $0.temp.path, encoding: .utf8) }, ["a", "b"])
     }
 
+    /// A download that ends before its first byte (a 404) leaves its unnamed file, empty, for
+    /// the next download into the same folder, which places its own bytes in it; a file with
+    /// bytes in it, or one made for another folder, is not handed out. Each unnamed file made
+    /// and freed cost ext4 a search past recently freed inodes (see `UnnamedFilePool`).
+    func testAnEmptyUnnamedFileIsTheNextDownloadsFileInItsFolder() throws {
+        let folder = try makeTempDirectory()
+        let missing = try unnamedAttempt("missing.txt", in: folder)
+        let kept = UnnamedFilePool.count
+        XCTAssertEqual(missing.head(ResponseHead(status: 404, headers: [:], url: nil)), .reject("HTTP 404 Not Found"))
+        guard case .failed = missing.verify(FetchResult(head: nil, failure: nil)) else { return XCTFail("a 404 verified") }
+        XCTAssertEqual(UnnamedFilePool.count, kept + 1, "the 404's empty file is kept")
+
+        let elsewhere = try makeTempDirectory()
+        let other = try unnamedAttempt("other.txt", in: elsewhere)
+        XCTAssertEqual(UnnamedFilePool.count, kept + 1, "not handed out for another folder")
+        other.closeUnsent()
+        XCTAssertEqual(UnnamedFilePool.count, kept + 2)
+        XCTAssertNotNil(UnnamedFilePool.take(folder: elsewhere.path).map { close($0) })
+
+        let next = try unnamedAttempt("next.txt", in: folder)
+        XCTAssertEqual(UnnamedFilePool.count, kept, "the next download into the folder took it")
+        _ = next.head(ResponseHead(status: 200, headers: ["Content-Length": "4"], url: nil))
+        try feed(next, "next")
+        guard case .verified(let file) = next.verify(FetchResult(head: nil, failure: nil)) else { return XCTFail("not verified") }
+        XCTAssertEqual(VerifiedFile.makeDurable([file]).map { $0?.message }, [nil])
+        XCTAssertEqual(try file.place(.keepExisting), .moved(to: nil))
+        file.close()
+        XCTAssertEqual(try String(contentsOfFile: folder.file("next.txt"), encoding: .utf8), "next")
+
+        let cut = try unnamedAttempt("cut.bin", in: folder)
+        _ = cut.head(ResponseHead(status: 200, headers: ["Content-Length": String(DownloadAttempt.heldLimit + 10)], url: nil))
+        try feed(cut, "written")
+        guard case .failed = cut.verify(FetchResult(head: nil, failure: nil)) else { return XCTFail("a short body verified") }
+        XCTAssertEqual(UnnamedFilePool.count, kept, "a file with bytes in it is closed, not kept")
+        XCTAssertEqual(tempNames(in: folder), [])
+    }
+
     /// Both ways of naming an unnamed file work: AT_EMPTY_PATH (with CAP_DAC_READ_SEARCH, as
     /// root) and /proc/self/fd (without it), and neither replaces a file.
     func testAnUnnamedFileIsNamedEitherWayAndNeverOverAFile() throws {

@@ -3,13 +3,15 @@ import Foundation
 /// The open files a run may hold at once, against the process's limit (`RLIMIT_NOFILE`).
 ///
 /// A run holds a socket per transfer and the idle connections libcurl keeps for reuse, a temp
-/// file per transfer, temp files prepared ahead, and verified files waiting to be placed. Many
-/// systems start programs with a soft limit of 1,024 however high the hard limit: there, a run
-/// with `-j 400` ran out of descriptors, and every connection failed as if the host were down.
+/// file per transfer, temp files prepared ahead, verified files waiting to be placed, and empty
+/// unnamed files kept for the next downloads. Many systems start programs with a soft limit of
+/// 1,024 however high the hard limit: there, a run with `-j 400` ran out of descriptors, and
+/// every connection failed as if the host were down.
 ///
 /// Guarantees: `raiseSoftLimit` only raises the soft limit, never past the hard limit;
-/// `shortfall` is nil whenever `needed(workers:)` fits under the limit; `prepareRoom` never
-/// gives preparation ahead more descriptors than remain once everything else is counted.
+/// `shortfall` is nil whenever `needed(workers:)` fits under the limit; `keptRoom` and
+/// `prepareRoom` together never give more descriptors than remain once everything else is
+/// counted.
 public enum DescriptorBudget {
     /// Descriptors counted for everything but the transfers: standard streams, the database and
     /// its journal files, libcurl's wake-up and poll descriptors, folders being synced.
@@ -51,8 +53,15 @@ public enum DescriptorBudget {
             + "(ulimit -n, and its hard limit): lower -j, or raise the limit"
     }
 
-    /// How many temp files may be prepared ahead for `workers` transfers under `limit`.
+    /// How many empty unnamed files may be kept for the next downloads (`UnnamedFilePool`) with
+    /// `workers` transfers under `limit`: half of what remains, at most the pool's capacity.
+    public static func keptRoom(workers: Int, limit: Int) -> Int {
+        min(UnnamedFilePool.capacity, max(0, limit - needed(workers: workers)) / 2)
+    }
+
+    /// How many temp files may be prepared ahead for `workers` transfers under `limit`, once the
+    /// files kept for later (`keptRoom`) are counted.
     public static func prepareRoom(workers: Int, limit: Int) -> Int {
-        max(0, limit - needed(workers: workers))
+        max(0, limit - needed(workers: workers) - keptRoom(workers: workers, limit: limit))
     }
 }

@@ -26,6 +26,9 @@ public final class DownloadEngine: Sendable {
         self.store = store
         self.options = options
         let config = Self.coreConfig(options, claimAheadRounds: store.claimAheadRounds, claimBelowRounds: store.claimBelowRounds)
+        if let limit = options.openFileLimit {
+            UnnamedFilePool.keep(atMost: DescriptorBudget.keptRoom(workers: options.workers, limit: limit))
+        }
         runner = Runner(core: EngineCore(config: config), store: store, transport: transport, options: options, emit: events)
     }
 

@@ -383,6 +383,16 @@ public final class DownloadAttempt: BodySink {
         return nil
     }
 
+    /// Closes the temp file of an attempt that ended without placing it; an unnamed one that
+    /// nothing was written to is kept for the next download into its folder (`UnnamedFilePool`).
+    private func closeOrKeep(_ descriptor: Int32, unnamed: Bool) {
+        if unnamed {
+            UnnamedFilePool.giveBack(descriptor, folder: temp.path.parentFolder)
+        } else {
+            close(descriptor)
+        }
+    }
+
     /// Ends the attempt: checks the response and the body (length, checksum) and, when they check
     /// out, hands over the open temp file to be placed (see `VerifiedFile`); otherwise closes it.
     public func verify(_ fetch: FetchResult) -> Verification {
@@ -397,8 +407,11 @@ public final class DownloadAttempt: BodySink {
             if descriptor >= 0 {
                 // Bytes a later attempt can resume keep the name a named temp file would have had
                 // (its snapshot then gives their validator).
-                state.withLock { $0.name(temp, descriptor) }
-                close(descriptor)
+                let stillUnnamed = state.withLock { state in
+                    state.name(temp, descriptor)
+                    return state.unnamed
+                }
+                closeOrKeep(descriptor, unnamed: stillUnnamed)
             }
             return .failed(failure, status: status)
         }
@@ -414,7 +427,7 @@ public final class DownloadAttempt: BodySink {
             }
         }
         if mode == .notModified {
-            if descriptor >= 0 { close(descriptor) }
+            if descriptor >= 0 { closeOrKeep(descriptor, unnamed: unnamed) }
             if !unnamed { temp.remove() }
             return .notModified
         }

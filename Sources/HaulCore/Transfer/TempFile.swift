@@ -127,6 +127,7 @@ public struct TempFile: Sendable {
             fd = Glibc.open(path, flags)  // an earlier attempt's file, to resume
             openError = errno
             if fd < 0 && openError == ENOENT {
+                if let kept = UnnamedFilePool.take(folder: folder) { return (kept, 0, true) }
                 var created = haul_open_unnamed(folder.isEmpty ? "." : folder, 0o666)
                 if created < 0 && errno == ENOENT && !folder.isEmpty {
                     try Self.createFolders(folder)
