@@ -38,8 +38,9 @@ public final class JobQueue {
     /// of 7 alternating runs of workload A (medians 1.50 s, 1.71 s). Once A ran at 10,000 files a
     /// second, a trace of its exchanges showed the hand of six rounds empty before the claim's
     /// answer in about one exchange of four (a claim sent at four rounds left, answered 5–12 ms
-    /// later): free slots with no job to start, 1,019 slot-milliseconds a run (median of 10).
-    /// Twelve rounds, claimed below eight, left 352 (see `claimBelowRounds`).
+    /// later). Over 8 alternated runs, slots free with no job to start while a claim was on its
+    /// way: 473 slot-milliseconds a run with six rounds, 342 with twelve claimed below eight
+    /// (see `claimBelowRounds`); transfers running on average 15.25 and 15.46 of 16.
     public var claimAheadRounds: Int { 12 }
 
     /// Claims once fewer than eight rounds are in hand (see `EngineCore`'s `claimBelow`): each
