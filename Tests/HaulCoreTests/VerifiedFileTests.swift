@@ -112,6 +112,17 @@ final class VerifiedFileTests: XCTestCase {
         return attempt
     }
 
+    /// Makes `file` durable (then runs `afterDurable`), places it where nothing is, closes it,
+    /// and returns what its destination `name` in `folder` holds.
+    private func placedText(_ file: VerifiedFile, in folder: TempDirectory, named name: String,
+                            afterDurable: () -> Void = {}, line: UInt = #line) throws -> String {
+        XCTAssertEqual(VerifiedFile.makeDurable([file]).map { $0?.message }, [nil], line: line)
+        afterDurable()
+        XCTAssertEqual(try file.place(.keepExisting), .moved(to: nil), line: line)
+        file.close()
+        return try String(contentsOfFile: folder.file(name), encoding: .utf8)
+    }
+
     private func feed(_ attempt: DownloadAttempt, _ text: String) throws {
         try Data(text.utf8).withUnsafeBytes { try attempt.body($0) }
     }
@@ -144,11 +155,7 @@ final class VerifiedFileTests: XCTestCase {
         func size() -> Int { var info = stat(); return fstat(file.descriptor, &info) == 0 ? Int(info.st_size) : -1 }
         XCTAssertEqual(size(), 0, "nothing written while the body arrived")
         XCTAssertEqual(file.held, Array("held bytes!".utf8))
-        XCTAssertEqual(VerifiedFile.makeDurable([file]).map { $0?.message }, [nil])
-        XCTAssertEqual(size(), 11)
-        XCTAssertEqual(try file.place(.keepExisting), .moved(to: nil))
-        file.close()
-        XCTAssertEqual(try String(contentsOfFile: folder.file("held.txt"), encoding: .utf8), "held bytes!")
+        XCTAssertEqual(try placedText(file, in: folder, named: "held.txt") { XCTAssertEqual(size(), 11) }, "held bytes!")
 
         let large = try unnamedAttempt("written.bin", in: folder)
         _ = large.head(ResponseHead(status: 200, headers: ["Content-Length": String(DownloadAttempt.heldLimit + 1)], url: nil))
@@ -259,10 +266,7 @@ final class VerifiedFileTests: XCTestCase {
         _ = next.head(ResponseHead(status: 200, headers: ["Content-Length": "4"], url: nil))
         try feed(next, "next")
         guard case .verified(let file) = next.verify(FetchResult(head: nil, failure: nil)) else { return XCTFail("not verified") }
-        XCTAssertEqual(VerifiedFile.makeDurable([file]).map { $0?.message }, [nil])
-        XCTAssertEqual(try file.place(.keepExisting), .moved(to: nil))
-        file.close()
-        XCTAssertEqual(try String(contentsOfFile: folder.file("next.txt"), encoding: .utf8), "next")
+        XCTAssertEqual(try placedText(file, in: folder, named: "next.txt"), "next")
 
         let cut = try unnamedAttempt("cut.bin", in: folder)
         _ = cut.head(ResponseHead(status: 200, headers: ["Content-Length": String(DownloadAttempt.heldLimit + 10)], url: nil))
