@@ -16,19 +16,19 @@ import Synchronization
 /// made in, and only while that path still names a folder of the file's file system; at most
 /// `capacity` files are kept, or fewer as `keep(atMost:)` says (any other given back is
 /// closed), so the descriptors held here stay within what `DescriptorBudget` gives them.
-public enum UnnamedFilePool {
+enum UnnamedFilePool {
     /// Files kept at most, over every folder: enough for the preparations ahead (up to four
     /// rounds) and the transfers. With 16, a burst of preparations emptied the pool and the
     /// failures that followed overfilled it: 200,000 404s spent 11–16 s in the kernel, against
     /// 18–33 s keeping none and 4.4–5.0 s keeping 128.
-    public static let capacity = 128
+    static let capacity = 128
 
     /// Files kept at most now: `capacity`, or fewer where the limit on open files is low (see
     /// `DescriptorBudget.keptRoom`).
     private static let limit = Atomic<Int>(capacity)
 
     /// Keeps at most `count` files (at most `capacity`) from now on.
-    public static func keep(atMost count: Int) {
+    static func keep(atMost count: Int) {
         limit.store(max(0, min(count, capacity)), ordering: .relaxed)
     }
 
