@@ -36,23 +36,28 @@ static int not_database(int fd) {
     return strstr(path, ".db") == NULL;
 }
 
-static ssize_t slow_pwrite(const char *name, int fd, const void *buffer, size_t count, off_t offset) {
-    ssize_t (*real)(int, const void *, size_t, off_t) = (ssize_t (*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, name);
+typedef ssize_t (*pwrite_function)(int, const void *, size_t, off_t);
+
+/* The real function is looked up once (*real caches it), not on every call. */
+static ssize_t slow_pwrite(pwrite_function *real, const char *name, int fd, const void *buffer, size_t count, off_t offset) {
+    if (!*real) *real = (pwrite_function)dlsym(RTLD_NEXT, name);
     if (count >= 4096 && slow_delay() > 0 && not_database(fd)) usleep((useconds_t)slow_delay());
-    return real(fd, buffer, count, offset);
+    return (*real)(fd, buffer, count, offset);
 }
 
-ssize_t pwrite(int fd, const void *buffer, size_t count, off_t offset) { return slow_pwrite("pwrite", fd, buffer, count, offset); }
-ssize_t pwrite64(int fd, const void *buffer, size_t count, off_t offset) { return slow_pwrite("pwrite64", fd, buffer, count, offset); }
+ssize_t pwrite(int fd, const void *buffer, size_t count, off_t offset) {
+    static pwrite_function real;
+    return slow_pwrite(&real, "pwrite", fd, buffer, count, offset);
+}
+
+ssize_t pwrite64(int fd, const void *buffer, size_t count, off_t offset) {
+    static pwrite_function real;
+    return slow_pwrite(&real, "pwrite64", fd, buffer, count, offset);
+}
 
 ssize_t write(int fd, const void *buffer, size_t count) {
     static ssize_t (*real_write)(int, const void *, size_t);
-    static long delay = -1;
     if (!real_write) real_write = (ssize_t (*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
-    if (delay < 0) {
-        const char *text = getenv("SLOW_WRITE_US");
-        delay = text ? atol(text) : 0;
-    }
-    if (count >= 4096 && delay > 0) usleep((useconds_t)delay);
+    if (count >= 4096 && slow_delay() > 0) usleep((useconds_t)slow_delay());
     return real_write(fd, buffer, count);
 }
