@@ -27,8 +27,7 @@ final class HeldBodyWriter: Sendable {
     func write(_ file: VerifiedFile, token: String) {
         guard !file.held.isEmpty else { return }
         queue.async { [self] in
-            let problem = file.held.withUnsafeBytes { file.temp.write($0, to: file.descriptor, at: file.bytes - Int64($0.count)) }
-            if problem == nil { written.withLock { _ = $0.insert(token) } }
+            if file.writeHeld() == nil { written.withLock { _ = $0.insert(token) } }
         }
     }
 

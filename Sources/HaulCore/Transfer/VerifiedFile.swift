@@ -38,7 +38,7 @@ public struct VerifiedFile: Sendable {
     public static func makeDurable(_ files: [VerifiedFile]) -> [TransferIOError?] {
         // The reason is read from errno at once, before any other call can change it.
         let devices = files.map { file -> Result<UInt64, TransferIOError> in
-            if let problem = file.held.withUnsafeBytes({ file.temp.write($0, to: file.descriptor, at: file.bytes - Int64($0.count)) }) {
+            if let problem = file.writeHeld() {
                 return .failure(problem)
             }
             var info = stat()
@@ -66,6 +66,11 @@ public struct VerifiedFile: Sendable {
                 : fsync(file.descriptor) == 0
             return written ? nil : TransferIOError.errno("cannot flush \(file.temp.path) to disk")
         }
+    }
+
+    /// Writes the held bytes (if any) where they belong, the end of the file: nil, or why not.
+    func writeHeld() -> TransferIOError? {
+        held.withUnsafeBytes { temp.write($0, to: descriptor, at: bytes - Int64($0.count)) }
     }
 
     /// Batches with fewer files than this on one file system are flushed file by file.
