@@ -33,8 +33,47 @@ public struct TempFile: Sendable {
     public init(destination: String, jobID: Int, queue: Int) {
         self.destination = destination
         let folder = destination.parentFolder
-        let hash = String(FNV1a.hash(queue == 0 ? destination : "\(queue):\(destination)"), radix: 16)
-        path = (folder.isEmpty ? "" : folder + "/") + "\(Self.prefix)\(jobID)-\(hash)\(Self.suffix)"
+        // The hash of "QUEUE:DESTINATION", hashed in two pieces rather than made as one text,
+        // and the path written as bytes into one string: interpolations and appends cost about
+        // 10 k instructions a download on workload A.
+        let hash = queue == 0 ? FNV1a.hash(destination) : FNV1a.hash(destination, continuing: FNV1a.hash("\(queue):"))
+        path = Self.path(folder: folder, jobID: jobID, hash: hash)
+    }
+
+    /// "FOLDER/.haul-JOB-HASH.part" (no "FOLDER/" when `folder` is empty), HASH in lower-case hex.
+    private static func path(folder: String, jobID: Int, hash: UInt64) -> String {
+        var folder = folder
+        return folder.withUTF8 { folderBytes in
+            String(unsafeUninitializedCapacity: folderBytes.count + 64) { buffer in
+                var at = 0
+                func put(_ byte: UInt8) { buffer[at] = byte; at += 1 }
+                for byte in folderBytes { put(byte) }
+                if !folderBytes.isEmpty { put(UInt8(ascii: "/")) }
+                for byte in prefix.utf8 { put(byte) }
+                // The job id in decimal (negative only in a hand-made database).
+                if jobID < 0 { put(UInt8(ascii: "-")) }
+                var count = 1
+                var rest = jobID.magnitude
+                while rest >= 10 { rest /= 10; count += 1 }
+                rest = jobID.magnitude
+                for index in stride(from: at + count - 1, through: at, by: -1) {
+                    buffer[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+                    rest /= 10
+                }
+                at += count
+                put(UInt8(ascii: "-"))
+                // The hash in lower-case hex, without leading zeros (as `String(_:radix:)`).
+                var shift = 60
+                while shift > 0, (hash >> UInt64(shift)) & 0xF == 0 { shift -= 4 }
+                while shift >= 0 {
+                    let nibble = UInt8((hash >> UInt64(shift)) & 0xF)
+                    put(nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10)
+                    shift -= 4
+                }
+                for byte in suffix.utf8 { put(byte) }
+                return at
+            }
+        }
     }
 
     /// The job id a temp file name belongs to, or nil when the name is not a haul temp file.
