@@ -14,13 +14,14 @@ final class EngineCoreTests: XCTestCase {
         var now = 1_000_000
         var actions: [EngineCore.Action] = []
 
-        init(workers: Int = 4, prepareAhead: Int = 0, claimAheadRounds: Int = 2, claimBelowRounds: Int = 4,
+        init(workers: Int = 4, prepareAhead: Int = 0, prepareBatch: Int = 1, claimAheadRounds: Int = 2, claimBelowRounds: Int = 4,
              batchSize: Int = EngineCore.Config.defaultBatchSize, inputOpen: Bool = false) {
             var config = EngineCore.Config(workers: workers, owner: "me/1/1", leaseMilliseconds: 60_000, maxAttempts: nil,
                                            policy: RetryPolicy(backoff: Backoff(base: 1, cap: 1)),
                                            prepareAhead: prepareAhead, claimAheadRounds: claimAheadRounds,
                                            claimBelowRounds: claimBelowRounds)
             config.batchSize = batchSize
+            config.prepareBatch = prepareBatch
             config.inputOpen = inputOpen
             core = EngineCore(config: config)
         }
@@ -683,6 +684,24 @@ extension EngineCoreTests {
             options.workers = workers
             XCTAssertEqual(DownloadEngine.coreConfig(options, claimAheadRounds: 6, claimBelowRounds: 4).prepareAhead, expected, "\(workers) workers")
         }
+    }
+
+    /// Once a batch is prepared ahead, more are asked for a batch at a time, so the runner
+    /// hands them to a preparing thread together; below a batch, at once.
+    func testPreparationsAheadAreToppedUpABatchAtATime() {
+        var harness = Harness(workers: 1, prepareAhead: 4, prepareBatch: 2)
+        let afterClaim = harness.claimed((1...10).map { Self.lease($0) })
+        XCTAssertEqual(Harness.prepared(in: afterClaim).map(\.jobID), [1, 2, 3, 4])
+        for token in ["t1", "t2", "t3", "t4"] { harness.send(.prepared(token: token, forget: nil)) }
+        let afterSlot = harness.grant([Self.slot(0)])
+        XCTAssertEqual(Harness.fetched(in: afterSlot), ["t1"])
+        XCTAssertTrue(Harness.prepared(in: afterSlot).isEmpty, "three prepared of four: one missing is less than a batch")
+        let ended = harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
+        XCTAssertEqual(Harness.fetched(in: ended), ["t2"])
+        XCTAssertEqual(Harness.prepared(in: ended).map(\.jobID), [5, 6], "two missing: a batch, asked for in one step")
+        // Below a batch in hand, every missing one is asked for at once.
+        var few = Harness(workers: 1, prepareAhead: 4, prepareBatch: 3)
+        XCTAssertEqual(Harness.prepared(in: few.claimed((1...2).map { Self.lease($0) })).map(\.jobID), [1, 2])
     }
 
     func testAJobStillBeingPreparedWhenItsSlotComesIsSentWhenItsPreparationEnds() {

@@ -37,6 +37,10 @@ struct EngineCore {
         /// a slot is free for them, the first ones of each host, so a freed slot starts its next
         /// request at once. 0: a job is prepared only once it holds a slot.
         var prepareAhead = 0
+        /// Once this many jobs are prepared ahead, more are asked for only when at least this
+        /// many are missing, so preparations go out in batches (the runner hands a batch to a
+        /// preparing thread at once, instead of waking one for each job). 1: one at a time.
+        var prepareBatch = 1
         /// Rounds of work kept in hand: claims keep this many times `workers` jobs claimed and
         /// not started (see `JobStore.claimAheadRounds`).
         var claimAheadRounds = 2
@@ -963,7 +967,10 @@ struct EngineCore {
         aheadStale = false
         // Most steps find every ready job prepared already (a job prepared ahead is one of them
         // until it starts or is dropped): not worth looking through up to `prepareAhead` of them.
-        guard ahead.count < min(config.prepareAhead, hosts.values.reduce(0) { $0 + $1.readyCount }) else { return }
+        let wanted = min(config.prepareAhead, hosts.values.reduce(0) { $0 + $1.readyCount })
+        guard ahead.count < wanted else { return }
+        // Topped up a batch at a time once a batch is in hand (see `Config.prepareBatch`).
+        guard ahead.count < config.prepareBatch || wanted - ahead.count >= config.prepareBatch else { return }
         for id in hostOrder where ahead.count < config.prepareAhead {
             guard let host = hosts[id], host.unreachable == nil, host.readyCount > 0 else { continue }
             // The jobs before `preparedFront` are prepared: look from there, and move it past
