@@ -91,12 +91,26 @@ extension JobQueue {
                 }
                 guard let queued = candidates[host.id]?.popFirst() else { continue }
                 let token = Self.newToken()
-                try take.run([maxAttempts, token, owner, now + leaseMilliseconds, now, queued.id])
+                // Bound value by value (as `record` below): twice a file, every run.
+                take.reset()
+                try take.bind(maxAttempts, at: 1)
+                try take.bind(token, at: 2)
+                try take.bind(owner, at: 3)
+                try take.bind(now + leaseMilliseconds, at: 4)
+                try take.bind(now, at: 5)
+                try take.bind(queued.id, at: 6)
+                try take.runBound()
                 guard database.changes == 1 else { continue }
                 let job = queued.claimed(token: token, owner: owner, expiresAt: now + leaseMilliseconds,
                                          maxAttempts: maxAttempts, now: now)
                 // An open attempt's bytes: those on disk when it began (see `expireLeases`).
-                try record.run([job.id, job.attempts, token, now, job.receivedBytes])
+                record.reset()
+                try record.bind(job.id, at: 1)
+                try record.bind(job.attempts, at: 2)
+                try record.bind(token, at: 3)
+                try record.bind(now, at: 4)
+                try record.bind(job.receivedBytes, at: 5)
+                try record.runBound()
                 sequence += 1
                 lastClaim[host.id] = (sequence, (lastClaim[host.id]?.taken ?? 0) + 1)
                 expectedBytes += queued.expectedBytes ?? 0

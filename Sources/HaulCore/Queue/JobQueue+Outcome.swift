@@ -58,18 +58,36 @@ extension JobQueue {
                   tally: inout DoneTally) throws {
         let now = clock()
         try database.transaction(.write) {
-            try database.run("""
-                UPDATE OR FAIL jobs SET state = 'done', last_status = ?, last_error = NULL, error_kind = NULL, received_bytes = ?,
-                    expected_bytes = ?, finished_at = ?, updated_at = ?,
+            // Bound value by value, not through an array of existentials: the hottest statement
+            // of a run, once a file.
+            let update = try database.statement("""
+                UPDATE OR FAIL jobs SET state = 'done', last_status = ?1, last_error = NULL, error_kind = NULL, received_bytes = ?2,
+                    expected_bytes = ?2, finished_at = ?3, updated_at = ?3,
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
-                    kept = 0, placed_path = ?, placed_size = ?, placed_mtime = ?, placed_inode = ?, placed_ctime = ?,
-                    placed_etag = ?, placed_last_modified = ?, content_type = ?, final_url = ?, placed_sha256 = ?,
-                    placed_by = coalesce(?, lease_owner)
-                WHERE id = ? AND lease_token = ? AND state = 'running'
-                """, status, bytes, bytes, now, now, placed?.path, placed?.identity.stored.size,
-                placed?.identity.stored.modified, placed?.identity.stored.inode,
-                placed?.identity.stored.changed, placed?.metadata.etag, placed?.metadata.lastModified,
-                placed?.metadata.contentType, placed?.metadata.finalURL, placed?.metadata.sha256, placedBy, jobID, token)
+                    kept = 0, placed_path = ?4, placed_size = ?5, placed_mtime = ?6, placed_inode = ?7, placed_ctime = ?8,
+                    placed_etag = ?9, placed_last_modified = ?10, content_type = ?11, final_url = ?12, placed_sha256 = ?13,
+                    placed_by = coalesce(?14, lease_owner)
+                WHERE id = ?15 AND lease_token = ?16 AND state = 'running'
+                """)
+            update.reset()
+            let stored = placed?.identity.stored
+            try update.bind(status, at: 1)
+            try update.bind(bytes, at: 2)
+            try update.bind(now, at: 3)
+            try update.bind(placed?.path, at: 4)
+            try update.bind(stored?.size, at: 5)
+            try update.bind(stored?.modified, at: 6)
+            try update.bind(stored?.inode, at: 7)
+            try update.bind(stored?.changed, at: 8)
+            try update.bind(placed?.metadata.etag, at: 9)
+            try update.bind(placed?.metadata.lastModified, at: 10)
+            try update.bind(placed?.metadata.contentType, at: 11)
+            try update.bind(placed?.metadata.finalURL, at: 12)
+            try update.bind(placed?.metadata.sha256, at: 13)
+            try update.bind(placedBy, at: 14)
+            try update.bind(jobID, at: 15)
+            try update.bind(token, at: 16)
+            try update.runBound()
             guard database.changes == 1 else { throw StaleLeaseError(jobID: jobID) }
             try closeAttempt(jobID: jobID, token: token, now: now, status: status, error: nil, bytes: bytes)
             tally.jobs += 1
@@ -200,9 +218,17 @@ extension JobQueue {
     }
 
     private func closeAttempt(jobID: Int, token: String, now: Int, status: Int?, error: String?, bytes: Int?) throws {
-        try database.run("""
+        let close = try database.statement("""
             UPDATE OR FAIL attempts SET finished_at = ?, status = ?, error = ?, bytes = ?
             WHERE job_id = ? AND lease_token = ? AND finished_at IS NULL
-            """, now, status, error, bytes, jobID, token)
+            """)
+        close.reset()
+        try close.bind(now, at: 1)
+        try close.bind(status, at: 2)
+        try close.bind(error, at: 3)
+        try close.bind(bytes, at: 4)
+        try close.bind(jobID, at: 5)
+        try close.bind(token, at: 6)
+        try close.runBound()
     }
 }

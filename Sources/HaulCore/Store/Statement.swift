@@ -54,6 +54,11 @@ public final class Statement {
         try check(sqlite3_bind_int64(handle, position, Int64(value)))
     }
 
+    public func bind(_ value: Int?, at position: Int32) throws {
+        guard let value else { return try check(sqlite3_bind_null(handle, position)) }
+        try check(sqlite3_bind_int64(handle, position, Int64(value)))
+    }
+
     public func bind(_ value: String?, at position: Int32) throws {
         guard let value else { return try check(sqlite3_bind_null(handle, position)) }
         try check(Self.bindText(value, to: handle, at: position))
