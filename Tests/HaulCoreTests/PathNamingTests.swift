@@ -44,7 +44,7 @@ final class PathNamingTests: XCTestCase {
             ("/dé/🙂/x", "/dé/🙂"), ("//x", "/"), (String(repeating: "é/", count: 40) + "f", String(repeating: "é/", count: 39) + "é"),
         ]
         for (path, folder) in cases { XCTAssertEqual(path.parentFolder, folder, path) }
-        // A substring's own storage (not a native string of its own) takes the general path.
+        // A string made from a substring.
         let shared = "/q/r/s.txt"[...]
         XCTAssertEqual(String(shared).parentFolder, "/q/r")
     }
