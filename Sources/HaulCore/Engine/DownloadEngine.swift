@@ -145,6 +145,8 @@ private final class Runner: @unchecked Sendable {
     private var toPrepare: [(lease: Lease, generation: Int)] = []
     /// At most this many preparations go to a preparing thread as one piece of work.
     private static let preparationChunk = 8
+    /// Pieces of preparation sent so far: the next goes to `prepareQueues[pieces % count]`.
+    private var preparationPieces = 0
     /// Events waiting for the core (see `process`).
     private var incoming: [EngineCore.Event] = []
     /// Request profiles read so far, by id (few: one per `add` that gave options).
@@ -363,7 +365,10 @@ private final class Runner: @unchecked Sendable {
         let queueIdentity = queueIdentity
         for start in stride(from: 0, to: all.count, by: Self.preparationChunk) {
             let chunk = Array(all[start..<min(start + Self.preparationChunk, all.count)])
-            prepareQueues[chunk[0].generation % prepareQueues.count].async { [self] in
+            // By the piece's number, not its first generation: with pieces of 8 and two
+            // queues, every piece of a turn would have gone to the same queue.
+            preparationPieces &+= 1
+            prepareQueues[preparationPieces % prepareQueues.count].async { [self] in
                 let results = chunk.map { ($0.lease, $0.generation, prepareFiles($0.lease, queueIdentity: queueIdentity)) }
                 queue.enqueue { [self] in
                     for (lease, generation, preparation) in results { finishPreparing(lease, generation: generation, preparation) }
