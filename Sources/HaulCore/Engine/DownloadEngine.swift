@@ -126,8 +126,8 @@ private final class Runner: @unchecked Sendable {
         let mode: Placement.Mode
         var handle: FetchHandle?
     }
-    private var transfers: [String: Transfer] = [:]
-    private var files: [String: (file: VerifiedFile, mode: Placement.Mode)] = [:]
+    private var transfers = TokenMap<Transfer>()
+    private var files = TokenMap<(file: VerifiedFile, mode: Placement.Mode)>()
     /// A preparation under way: which one (a token dropped ahead may be prepared again while
     /// its first preparation still runs), and what the core said of it meanwhile.
     private struct Preparing {
@@ -137,7 +137,7 @@ private final class Runner: @unchecked Sendable {
         /// Dropped: the core forgot it; its file is closed and nothing is reported.
         var dropped = false
     }
-    private var preparing: [String: Preparing] = [:]
+    private var preparing = TokenMap<Preparing>()
     /// The queue's identity (`JobStore.identity`), set when the run begins: names temp files.
     private var queueIdentity = 0
     private var preparations = 0

@@ -217,17 +217,17 @@ struct EngineCore {
     private var limitChanges: [Int: Int?] = [:]
     private var parkedCount: Int { blockedFolders.values.reduce(0) { $0 + $1.parked.count } }
     private var cursor = 0
-    private var transfers: [String: Transfer] = [:]
+    private var transfers = TokenMap<Transfer>()
     /// Jobs in hand prepared ahead (see `Config.prepareAhead`), by lease token, and their job ids
     /// (looked up for every job in hand considered: an Int hashes far cheaper than a token).
-    private var ahead: [String: Ahead] = [:]
+    private var ahead = TokenMap<Ahead>()
     private var aheadJobs = Set<Int>()
     /// Set when the jobs in hand or those prepared ahead changed: only then is there anything
     /// new to prepare ahead.
     private var aheadStale = false
-    private var verified: [String: Pending] = [:]
+    private var verified = TokenMap<Pending>()
     private var oldestVerified: Int?
-    private var placing: [String: Pending] = [:]
+    private var placing = TokenMap<Pending>()
     private var outbox: [(Outcome, Pending)] = []
     private var oldestOutbox: Int?
     private var pauses: [HostPause] = []
@@ -715,14 +715,17 @@ struct EngineCore {
             queue(.release(jobID: claimed.jobID, token: claimed.token, reason: Self.stopped, progress: nil),
                   Pending(lease: claimed), now: now)
         }
-        for claimed in result.claimed where !stopping {
-            let id = claimed.job.hostID
-            if hosts[id] == nil { hostOrder.append(id) }
-            // An older transfer of the same job lost its lease when the job was claimed again.
-            for (token, transfer) in transfers where transfer.lease.jobID == claimed.jobID && !transfer.abandoned {
+        if !stopping, !result.claimed.isEmpty, !transfers.isEmpty {
+            // An older transfer of a job claimed again lost its lease when the job was claimed.
+            let claimedJobs = Set(result.claimed.map(\.jobID))
+            for (token, transfer) in transfers where claimedJobs.contains(transfer.lease.jobID) && !transfer.abandoned {
                 transfers[token]?.abandoned = true
                 actions.append(.cancel(token: token))
             }
+        }
+        for claimed in result.claimed where !stopping {
+            let id = claimed.job.hostID
+            if hosts[id] == nil { hostOrder.append(id) }
             hosts[id, default: Host()].ready.append(claimed)
             aheadStale = true
         }
@@ -1118,7 +1121,10 @@ struct EngineCore {
                 if !transfer.abandoned { leases.append(JobLeaseID(jobID: transfer.lease.jobID, token: token)) }
                 if !transfer.slotLost { request.renewSlots.append(transfer.slot) }
             }
-            for (token, item) in verified.merging(placing, uniquingKeysWith: { a, _ in a }) {
+            for (token, item) in verified {
+                leases.append(JobLeaseID(jobID: item.lease.jobID, token: token))
+            }
+            for (token, item) in placing where verified[token] == nil {
                 leases.append(JobLeaseID(jobID: item.lease.jobID, token: token))
             }
             for block in blockedFolders.values {
