@@ -15,6 +15,34 @@ final class VerifiedFileTests: XCTestCase {
         return VerifiedFile(temp: temp, descriptor: descriptor, bytes: Int64(bytes.utf8.count), status: 200)
     }
 
+    /// A verified file is a value: its fields live in one shared object, and changing a copy
+    /// (as the held-body writer empties `held`) leaves every other copy as it was.
+    func testCopiesAreIndependentValues() throws {
+        let folder = try makeTempDirectory()
+        var original = try verifiedFile("value", in: folder, bytes: "body")
+        defer { original.close() }
+        original.held = Array("kept".utf8)
+        original.mark = "1@2"
+        var copy = original
+        copy.held = []
+        copy.mark = nil
+        copy.unnamed = true
+        copy.metadata.etag = "\"e\""
+        XCTAssertEqual(original.held, Array("kept".utf8))
+        XCTAssertEqual(original.mark, "1@2")
+        XCTAssertFalse(original.unnamed)
+        XCTAssertNil(original.metadata.etag)
+        XCTAssertEqual(copy.held, [])
+        XCTAssertNil(copy.mark)
+        XCTAssertTrue(copy.unnamed)
+        XCTAssertEqual(copy.metadata.etag, "\"e\"")
+        XCTAssertEqual(copy.temp.path, original.temp.path)
+        XCTAssertEqual(copy.bytes, original.bytes)
+        original.held.append(contentsOf: Array("!".utf8))  // a copy changed in place stays its own
+        XCTAssertEqual(original.held, Array("kept!".utf8))
+        XCTAssertEqual(copy.held, [])
+    }
+
     func testABatchIsMadeDurableThenPlaced() throws {
         let folder = try makeTempDirectory()
         let files = try ["a", "bb", "ccc"].map { try verifiedFile($0, in: folder, bytes: "content of \($0)") }

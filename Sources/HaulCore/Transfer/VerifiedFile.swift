@@ -10,21 +10,76 @@ import Foundation
 /// `TempFile.syncFolder(of:)` for each folder (the renames made durable). A file therefore never
 /// reaches its destination before its bytes are on disk.
 public struct VerifiedFile: Sendable {
-    public let temp: TempFile
-    public let descriptor: Int32
-    public let bytes: Int64
-    public let status: Int
+    public var temp: TempFile { storage.temp }
+    public var descriptor: Int32 { storage.descriptor }
+    public var bytes: Int64 { storage.bytes }
+    public var status: Int { storage.status }
     /// What the response said of the file (validators, type, final URL) and its sha256 when
     /// computed.
-    public var metadata = ResponseMetadata()
+    public var metadata: ResponseMetadata {
+        get { storage.metadata }
+        set { unique().metadata = newValue }
+    }
     /// Written on the file (an extended attribute) just before it is moved into place, so that
     /// haul knows it as its own even when a crash came before the queue recorded it.
-    public var mark: String?
+    public var mark: String? {
+        get { storage.mark }
+        set { unique().mark = newValue }
+    }
     /// The file has no name yet: it is linked into place, not renamed (see `TempFile`).
-    public var unnamed = false
+    public var unnamed: Bool {
+        get { storage.unnamed }
+        set { unique().unnamed = newValue }
+    }
     /// The body's last bytes, not yet in the temp file: a small body held in memory while it
     /// arrived (see `DownloadAttempt.heldLimit`). `makeDurable` writes them first.
-    public var held: [UInt8] = []
+    public var held: [UInt8] {
+        get { storage.held }
+        set { unique().held = newValue }
+    }
+
+    /// The fields, in one object shared by copies until one is changed (copy on write): a
+    /// verified file passes through four or five hands on its way to its place, and copying nine
+    /// strings and arrays each time cost about 80 reference count changes a file.
+    private var storage: Storage
+
+    /// Safe to send: a storage is changed only while this value holds the one reference to it
+    /// (`unique()`), so no other thread can see it change.
+    private final class Storage: @unchecked Sendable {
+        let temp: TempFile
+        let descriptor: Int32
+        let bytes: Int64
+        let status: Int
+        var metadata = ResponseMetadata()
+        var mark: String?
+        var unnamed = false
+        var held: [UInt8] = []
+
+        init(temp: TempFile, descriptor: Int32, bytes: Int64, status: Int) {
+            self.temp = temp
+            self.descriptor = descriptor
+            self.bytes = bytes
+            self.status = status
+        }
+
+        func copy() -> Storage {
+            let copy = Storage(temp: temp, descriptor: descriptor, bytes: bytes, status: status)
+            copy.metadata = metadata
+            copy.mark = mark
+            copy.unnamed = unnamed
+            copy.held = held
+            return copy
+        }
+    }
+
+    public init(temp: TempFile, descriptor: Int32, bytes: Int64, status: Int) {
+        storage = Storage(temp: temp, descriptor: descriptor, bytes: bytes, status: status)
+    }
+
+    private mutating func unique() -> Storage {
+        if !isKnownUniquelyReferenced(&storage) { storage = storage.copy() }
+        return storage
+    }
 
     /// Writes the bytes of every file in `files` to disk and returns, for each file (same
     /// order), nil or why its bytes may not be on disk. One syncfs(2) per file system writes
