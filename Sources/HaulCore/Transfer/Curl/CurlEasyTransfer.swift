@@ -44,10 +44,17 @@ final class CurlEasyTransfer: @unchecked Sendable {
     private var redirects: RedirectPolicy
     private let started: UInt64
     private var lastActivity: UInt64
+    /// Bytes came in since the loop last looked (`expired`), which then moves `lastActivity` to
+    /// its own time: the callbacks, a dozen a response, read no clock.
+    private var active = false
     private var phase = Phase.head
     private var status = 0
     /// The fields of the response being read that haul reads (see `ResponseHead.namesRead`).
-    private var fields: [ResponseHead.Field] = []
+    private var fields: [ResponseHead.Field] = {
+        var fields: [ResponseHead.Field] = []
+        fields.reserveCapacity(8)  // one allocation, not four as a response's fields come in
+        return fields
+    }()
     /// Where an obsolete folded line's text goes: the index in `fields` of the field it
     /// continues, or nil when that field is not kept (or there is none).
     private var lastField: Int?
@@ -141,7 +148,7 @@ final class CurlEasyTransfer: @unchecked Sendable {
     /// Foundation's trimming cost about 290 k instructions a response (callgrind, 2,000 files);
     /// and a header haul does not read is skipped without making a string of it.
     func receiveHeader(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        lastActivity = Monotonic.now
+        active = true
         guard case .head = phase else { return true }  // trailers of a chunked body
         var end = bytes.count
         while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
@@ -240,11 +247,10 @@ final class CurlEasyTransfer: @unchecked Sendable {
 
     /// Body bytes.
     func receiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyAnswer {
-        let now = Monotonic.now
-        lastActivity = now
+        active = true
         switch phase {
         case .body:
-            if let limits, let wait = limits.admit(bytes.count, host: hostKey, now: now) {
+            if let limits, let wait = limits.admit(bytes.count, host: hostKey, now: Monotonic.now) {
                 pausedUntil = wait  // libcurl keeps the piece and hands it over again once unpaused
                 return .pause
             }
@@ -277,6 +283,10 @@ final class CurlEasyTransfer: @unchecked Sendable {
 
     /// Why the transfer must be stopped now, if it must (`now` in monotonic nanoseconds).
     func expired(now: UInt64) -> FetchFailure? {
+        if active {
+            active = false
+            lastActivity = now
+        }
         if case .draining(let deadline) = phase, now > deadline { return failure }
         if let total = request.totalTimeout, now > started + Self.nanoseconds(total) { return .timedOut(total) }
         if now > lastActivity + Self.nanoseconds(request.stallTimeout) { return .stalled(request.stallTimeout) }

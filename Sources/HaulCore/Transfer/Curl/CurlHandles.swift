@@ -43,8 +43,11 @@ final class CurlEasy {
         haul_easy_setopt_long(raw, option, value)
     }
 
+    /// libcurl copies the text. Through `withCString`, which lends a string's own bytes (or a
+    /// copy on the stack for a short one): passing a String where C wants a pointer makes a heap
+    /// copy of it every time, five a transfer.
     @discardableResult func set(_ option: CURLoption, _ value: String) -> CURLcode {
-        haul_easy_setopt_string(raw, option, value)
+        value.withCString { haul_easy_setopt_string(raw, option, $0) }
     }
 
     @discardableResult func set(_ option: CURLoption, pointer value: UnsafeMutableRawPointer?) -> CURLcode {
@@ -79,7 +82,7 @@ final class CurlHeaderList {
     private(set) var raw: UnsafeMutablePointer<curl_slist>?
 
     init(_ lines: [String]) {
-        for line in lines { raw = curl_slist_append(raw, line) }
+        for line in lines { raw = line.withCString { curl_slist_append(raw, $0) } }
     }
 
     deinit { curl_slist_free_all(raw) }
