@@ -224,8 +224,17 @@ public struct URLListImporter {
             onRejection(rejection.line, rejection.reason, rejection.text)
             summary.rejected += 1
         }
-        if !batch.jobs.isEmpty { streaming?.afterBatch() }
+        if !batch.jobs.isEmpty {
+            streaming?.afterBatch()
+            // The next batch is usually parsed already and would take the write lock again
+            // within microseconds: a writer waiting for it (this run's claims, another process)
+            // looks every 0.2 ms (Database's busy handler), so it would wait out the import.
+            usleep(Self.pauseBetweenBatches)
+        }
     }
+
+    /// Microseconds the writer leaves the queue unlocked after each batch (see `flush`).
+    static let pauseBetweenBatches: UInt32 = 300
 }
 
 /// Parsed lines waiting for their transaction, and rejections waiting to be reported in order.
