@@ -77,13 +77,16 @@ extension PostgresJobStore {
                 (result.claimed, claimedHosts) = try claimAhead(request, now: now, found: hosts.map { answers[$0].rows })
             }
             var last = Pipeline()
-            if !request.wantSlots.isEmpty {
-                (result.grantedSlots, result.caps) = try grantSlots(request.wantSlots, owner: request.owner, now: now,
+            let wantSlots = request.slotsWanted(afterClaiming: result.claimed)
+            if !wantSlots.isEmpty {
+                // The reads sent ahead cover `request.wantSlots` only: slots for the jobs just
+                // claimed are read here.
+                let read = wantSlots == request.wantSlots ? wanted.map { (answers[$0.0].rows, answers[$0.1].rows) } : nil
+                (result.grantedSlots, result.caps) = try grantSlots(wantSlots, owner: request.owner, now: now,
                                                                     leaseMilliseconds: request.leaseMilliseconds,
-                                                                    read: wanted.map { (answers[$0.0].rows, answers[$0.1].rows) },
-                                                                    last: &last)
+                                                                    read: read, last: &last)
             }
-            let involved = Set(request.renewSlots.map(\.hostID)).union(request.heldByHost.keys).union(request.wantSlots.keys)
+            let involved = Set(request.renewSlots.map(\.hostID)).union(request.heldByHost.keys).union(wantSlots.keys)
             let conditions = involved.isEmpty ? nil
                 : last.add(Self.hostConditionsSQL, [.ints(Array(involved)), .text(request.owner), .int(now)])
             let idle = request.claim > 0 && result.claimed.isEmpty ? last.add(Self.idleSQL, [.int(now)]) : nil

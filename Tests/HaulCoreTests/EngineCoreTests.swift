@@ -203,6 +203,26 @@ final class EngineCoreTests: XCTestCase {
         XCTAssertNil(Harness.exchange(in: ended)?.wantSlots.first, "no slot had to be asked for")
     }
 
+    /// Holding nothing, the first claim asks for the slots to start what it claims: the jobs
+    /// start in its answer, without a second round trip for slots; a claim made while jobs or
+    /// slots are in hand asks for none.
+    func testTheFirstClaimBringsTheSlotsToStartItsJobs() {
+        var harness = Harness(workers: 4)
+        XCTAssertEqual(Harness.exchange(in: harness.send(.begin))?.slotsForClaimed, 4)
+        var answer = ExchangeResult()
+        answer.claimed = (1...6).map { Self.lease($0) }
+        answer.grantedSlots = (0..<4).map { Self.slot($0) }
+        answer.caps = [1: 4]
+        let out = harness.send(.exchanged(answer))
+        XCTAssertEqual(Harness.prepared(in: out).map(\.jobID), [1, 2, 3, 4], "started in the claim's answer")
+        for token in ["t1", "t2", "t3", "t4"] { harness.send(.prepared(token: token, forget: nil)) }
+        harness.now += 2_000
+        let later = harness.send(.tick)
+        let claim = Harness.exchange(in: later) ?? harness.pending
+        XCTAssertGreaterThan(claim?.claim ?? 0, 0, "a later claim is due (two jobs in hand, rounds of 4)")
+        XCTAssertEqual(claim?.slotsForClaimed, 0, "jobs and slots in hand: a later claim asks for no slots")
+    }
+
     /// The runner hands the core every event of a turn at once (transfers ended together):
     /// taken together, they start the same next jobs and place the same files as one by one.
     func testEventsHandledTogetherDoWhatTheyDoOneByOne() {

@@ -228,6 +228,29 @@ import Testing
         #expect(Dictionary(grouping: claimed, by: \.job.host).mapValues(\.count) == ["a.example:443": 1, "b.example:443": 7])
     }
 
+    /// A claim that also asks for slots for what it claims gets one slot for each of the first
+    /// jobs it claimed, on their hosts, under each host's cap and beside the slots it asked for.
+    @Test(arguments: StoreKind.allCases) func aClaimCanBringTheSlotsForItsJobs(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        try fixture.add(urls("a.example", 1) + urls("b.example", 20), to: queue)
+        try queue.setHostCap(4, host: nil)
+        let a = try fixture.hostID(queue, "a.example:443"), b = try fixture.hostID(queue, "b.example:443")
+        let other = try fixture.open()
+        #expect(try other.exchange(request("m/2/2", want: [b: 1])).grantedSlots.count == 1, "another claimer holds one of b")
+        var first = request("m/1/1", claim: 12)
+        first.slotsForClaimed = 8
+        let result = try queue.exchange(first)
+        #expect(result.claimed.count == 12)
+        #expect(Dictionary(grouping: result.grantedSlots, by: \.hostID).mapValues(\.count) == [a: 1, b: 3],
+                "a: its one job; b: the cap less the other claimer's slot")
+        #expect(result.caps[b] == 4)
+        #expect(try queue.liveSlots() == ["a.example:443": 1, "b.example:443": 4])
+        var none = request("m/3/3", claim: 4)
+        none.slotsForClaimed = 0
+        #expect(try fixture.open().exchange(none).grantedSlots.isEmpty, "asked for none, given none")
+    }
+
     /// Outcomes of one exchange are judged in order: a second outcome for a job completed before
     /// it in the same exchange is stale, whatever its kind.
     @Test(arguments: StoreKind.allCases) func outcomesOfOneExchangeAreJudgedInOrder(_ kind: StoreKind) throws {

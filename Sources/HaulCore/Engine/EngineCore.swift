@@ -1092,6 +1092,11 @@ struct EngineCore {
         request.maxAttempts = config.maxAttempts
         request.wantSlots = wantSlots
         request.claim = claim
+        if claim > 0, readyTotal == 0, transfers.isEmpty, hosts.values.allSatisfy({ $0.free.isEmpty }) {
+            // Nothing in hand (the run's first claim, or a drained run given more): the slots to
+            // start the claimed jobs come with them, not one round trip later.
+            request.slotsForClaimed = config.workers
+        }
         if !releasing.isEmpty { request.releaseSlots = releasing }
         var parkedByHost: [Int: Int] = [:]
         for block in blockedFolders.values { for lease in block.parked { parkedByHost[lease.job.hostID, default: 0] += 1 } }

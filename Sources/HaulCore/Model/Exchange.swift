@@ -30,6 +30,11 @@ public struct Exchange: Sendable {
     public var wantSlots: [Int: Int] = [:]
     /// At most this many jobs to claim ahead, over all hosts.
     public var claim = 0
+    /// Also asks, once the claim is made, for up to this many slots over the hosts of the jobs
+    /// it claimed, each host at most as many as jobs of it were claimed (on top of
+    /// `wantSlots`; see `slotsWanted(afterClaiming:)`): a claimer that holds nothing gets its
+    /// first jobs and the slots to start them in one round trip, not two.
+    public var slotsForClaimed = 0
     /// Claimed jobs the claimer holds and has not started, by host id, for every host it holds
     /// jobs or slots of: a host gets at most the store's `claimAheadRounds` times its cap of them
     /// in hand, and the answer says which of these hosts are paused or wanted by another claimer.
@@ -40,6 +45,17 @@ public struct Exchange: Sendable {
     public init(owner: String, leaseMilliseconds: Int) {
         self.owner = owner
         self.leaseMilliseconds = leaseMilliseconds
+    }
+}
+
+extension Exchange {
+    /// The slots to ask for once `claimed` are claimed: `wantSlots`, and one more for each of
+    /// the first `slotsForClaimed` jobs claimed, on its host (every store grants them under the
+    /// hosts' caps, as any slot).
+    public func slotsWanted(afterClaiming claimed: [Lease]) -> [Int: Int] {
+        var wanted = wantSlots
+        for lease in claimed.prefix(max(0, slotsForClaimed)) { wanted[lease.job.hostID, default: 0] += 1 }
+        return wanted
     }
 }
 

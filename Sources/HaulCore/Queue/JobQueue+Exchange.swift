@@ -27,11 +27,12 @@ extension JobQueue {
             if request.claim > 0 {
                 result.claimed = try claimAhead(request, now: now)
             }
-            if !request.wantSlots.isEmpty {
-                (result.grantedSlots, result.caps) = try grantSlots(request.wantSlots, owner: request.owner, now: now,
+            let wantSlots = request.slotsWanted(afterClaiming: result.claimed)
+            if !wantSlots.isEmpty {
+                (result.grantedSlots, result.caps) = try grantSlots(wantSlots, owner: request.owner, now: now,
                                                                     leaseMilliseconds: request.leaseMilliseconds)
             }
-            let involved = Set(request.renewSlots.map(\.hostID)).union(request.heldByHost.keys).union(request.wantSlots.keys)
+            let involved = Set(request.renewSlots.map(\.hostID)).union(request.heldByHost.keys).union(wantSlots.keys)
             if !involved.isEmpty {
                 (result.contendedHosts, result.pausedHosts) = try hostConditions(involved, owner: request.owner, now: now)
             }
