@@ -43,6 +43,21 @@ final class TokenMapTests: XCTestCase {
         XCTAssertNil(map[tokens[0]])
     }
 
+    /// Tokens are told apart byte for byte, as the queue's stores compare them: two texts that
+    /// Swift holds equal (canonically equivalent) but whose bytes differ are two keys, even
+    /// when they share their hash (same first eight bytes, same length).
+    func testTokensAreComparedByTheirBytes() {
+        let composedFirst = "ABCDEFGH\u{E9}e\u{301}", decomposedFirst = "ABCDEFGHe\u{301}\u{E9}"
+        XCTAssertEqual(composedFirst, decomposedFirst, "Swift holds them equal")
+        XCTAssertEqual(composedFirst.utf8.count, decomposedFirst.utf8.count)
+        var map = TokenMap<Int>()
+        map[composedFirst] = 1
+        map[decomposedFirst] = 2
+        XCTAssertEqual(map.count, 2)
+        XCTAssertEqual(map[composedFirst], 1)
+        XCTAssertEqual(map[decomposedFirst], 2)
+    }
+
     /// Tokens that differ only after their eighth byte have the same hash and are still two keys.
     func testTokensThatShareTheirHashAreTwoKeys() {
         var map = TokenMap<String>()

@@ -1,3 +1,5 @@
+import Glibc
+
 /// A dictionary keyed by lease token, for the engine's per-file maps (transfers, files prepared
 /// ahead, verified files, files being placed).
 ///
@@ -10,7 +12,8 @@
 /// - behaves as `[String: Value]` for the operations it has (lookup, update in place, removal,
 ///   iteration, count); only the cost of hashing differs;
 /// - a token's hash depends on its bytes alone (haul's tokens are random: see
-///   `JobQueue.newToken`); a map of tokens made to collide is correct but slower.
+///   `JobQueue.newToken`); a map of tokens made to collide is correct but slower;
+/// - tokens are told apart byte for byte (two canonically equivalent texts are two keys).
 struct TokenMap<Value> {
     private var storage: [TokenKey: Value] = [:]
 
@@ -54,7 +57,14 @@ struct TokenKey: Hashable {
 
     init(_ token: String) { self.token = token }
 
-    static func == (a: TokenKey, b: TokenKey) -> Bool { a.token == b.token }
+    /// Byte for byte, as the hash reads them: `String`'s own `==` holds canonically equivalent
+    /// texts equal ("é" and "e" with a combining accent), which would hash apart here.
+    static func == (a: TokenKey, b: TokenKey) -> Bool {
+        var x = a.token, y = b.token
+        return x.withUTF8 { p in
+            y.withUTF8 { q in p.count == q.count && (p.isEmpty || memcmp(p.baseAddress!, q.baseAddress!, p.count) == 0) }
+        }
+    }
 
     func hash(into hasher: inout Hasher) {
         hasher.combine(bits)
