@@ -1092,9 +1092,10 @@ struct EngineCore {
         request.maxAttempts = config.maxAttempts
         request.wantSlots = wantSlots
         request.claim = claim
-        if claim > 0, readyTotal == 0, transfers.isEmpty, hosts.values.allSatisfy({ $0.free.isEmpty }) {
-            // Nothing in hand (the run's first claim, or a drained run given more): the slots to
-            // start the claimed jobs come with them, not one round trip later.
+        if claim > 0, hosts.isEmpty {
+            // The run's first claim: the slots to start its jobs come with them, not one round
+            // trip later. Only then: once a host is known, its overload limit, refusals and
+            // failures shape what is asked for it (wantSlots), which a grant by jobs would not.
             request.slotsForClaimed = config.workers
         }
         if !releasing.isEmpty { request.releaseSlots = releasing }

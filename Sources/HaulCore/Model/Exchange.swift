@@ -32,8 +32,8 @@ public struct Exchange: Sendable {
     public var claim = 0
     /// Also asks, once the claim is made, for up to this many slots over the hosts of the jobs
     /// it claimed, each host at most as many as jobs of it were claimed (on top of
-    /// `wantSlots`; see `slotsWanted(afterClaiming:)`): a claimer that holds nothing gets its
-    /// first jobs and the slots to start them in one round trip, not two.
+    /// `wantSlots`; see `slotsWanted(afterClaiming:)`): a claimer's first claim gets its jobs
+    /// and the slots to start them in one round trip, not two.
     public var slotsForClaimed = 0
     /// Claimed jobs the claimer holds and has not started, by host id, for every host it holds
     /// jobs or slots of: a host gets at most the store's `claimAheadRounds` times its cap of them
