@@ -514,14 +514,15 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         XCTAssertEqual(next.requestHeaders, ["Range": "bytes=300-", "If-Range": Self.etag])
     }
 
-    /// A body that keeps coming, a piece every 0.2 s for 1.2 s in all, is not a stall under a
-    /// 0.5 s stall timeout: each piece counts as activity (libcurl's loop notes it once a turn).
+    /// A body that keeps coming, a piece every 0.15 s for about 1.2 s in all, is not a stall
+    /// under a 0.6 s stall timeout: each piece counts as activity (libcurl's loop notes it once
+    /// a turn).
     func testASlowBodyThatKeepsComingIsNotAStall() async throws { try await eachTransport(checkASlowBodyThatKeepsComingIsNotAStall) }
 
     private func checkASlowBodyThatKeepsComingIsNotAStall() async throws {
         let data = Self.data
-        server.route("/trickle", FaultServer.Response.ok(data).slowBody(bytesPerChunk: 170, delay: 0.2))
-        let outcome = try await download("/trickle", into: try tempFile("trickle"), stall: 0.5)
+        server.route("/trickle", FaultServer.Response.ok(data).slowBody(bytesPerChunk: 125, delay: 0.15))
+        let outcome = try await download("/trickle", into: try tempFile("trickle"), stall: 0.6)
         XCTAssertEqual(outcome.result, .placed(bytes: Int64(data.count), status: 200), "\(String(describing: outcome.failure))")
     }
 

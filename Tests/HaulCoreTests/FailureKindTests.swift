@@ -15,10 +15,19 @@ final class FailureKindTests: XCTestCase {
             ("redirect to ftp://user:pw@example.org/x refused: only http and https", "redirect to URL refused: only http and https"),
             ("the resource changed (validator \"v2\", was \"v1\")", "the resource changed (validator \"…\", was \"…\")"),
             ("stalled: no data for 60 s", "stalled: no data for N s"),
+            ("stalled: no data for 0.5 s", "stalled: no data for N s"),
+            ("timed out after 2.25 s", "timed out after N s"),
             ("HTTP 404 Not Found", "HTTP 404 Not Found"),
             ("the server's answer is not HTTP/1.1", "the server's answer is not HTTP/1.1"),
         ]
         for (reason, kind) in cases { XCTAssertEqual(FailureKind.of(reason), kind, reason) }
+    }
+
+    /// `--stall 0.5` and `--timeout 2.25` are allowed: a reason says the time given, not "0 s".
+    func testAFractionOfASecondIsSaidAsGiven() {
+        XCTAssertEqual(FetchFailure.stalled(0.5).description, "stalled: no data for 0.5 s")
+        XCTAssertEqual(FetchFailure.timedOut(2.25).description, "timed out after 2.25 s")
+        XCTAssertEqual(FetchFailure.stalled(60).description, "stalled: no data for 60 s")
     }
 
     func testAKindIsItsOwnKind() {

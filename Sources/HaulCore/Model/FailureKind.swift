@@ -23,6 +23,6 @@ public enum FailureKind {
         (#"\b[0-9a-f]{16,}\b"#, "HEX"),
         (#""[^"]*""#, "\"…\""),
         (#"\b\d+( of \d+)? bytes\b"#, "N bytes"),
-        (#"\b\d+ s\b"#, "N s"),
+        (#"\b\d+(\.\d+)? s\b"#, "N s"),
     ].map { (try! NSRegularExpression(pattern: $0.0), $0.1) }
 }

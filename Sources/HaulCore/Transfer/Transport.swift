@@ -162,13 +162,18 @@ public enum FetchFailure: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .badRedirect(let why): return why
-        case .stalled(let seconds): return "stalled: no data for \(Int(seconds)) s"
-        case .timedOut(let seconds): return "timed out after \(Int(seconds)) s"
+        case .stalled(let seconds): return "stalled: no data for \(Self.seconds(seconds)) s"
+        case .timedOut(let seconds): return "timed out after \(Self.seconds(seconds)) s"
         case .transport(let why), .unreachable(let why): return why
         case .rejected(let why): return why
         case .cancelled: return "cancelled"
         case .untrusted(let why), .unsupported(let why): return why
         }
+    }
+
+    /// Whole seconds as such ("60"), a fraction as given ("0.5", where `Int` said "0").
+    private static func seconds(_ value: TimeInterval) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(format: "%g", value)
     }
 }
 

@@ -19,23 +19,39 @@ public struct VerifiedFile: Sendable {
     public var metadata: ResponseMetadata {
         get { storage.metadata }
         set { unique().metadata = newValue }
+        _modify {
+            let storage = unique()
+            yield &storage.metadata
+        }
     }
     /// Written on the file (an extended attribute) just before it is moved into place, so that
     /// haul knows it as its own even when a crash came before the queue recorded it.
     public var mark: String? {
         get { storage.mark }
         set { unique().mark = newValue }
+        _modify {
+            let storage = unique()
+            yield &storage.mark
+        }
     }
     /// The file has no name yet: it is linked into place, not renamed (see `TempFile`).
     public var unnamed: Bool {
         get { storage.unnamed }
         set { unique().unnamed = newValue }
+        _modify {
+            let storage = unique()
+            yield &storage.unnamed
+        }
     }
     /// The body's last bytes, not yet in the temp file: a small body held in memory while it
     /// arrived (see `DownloadAttempt.heldLimit`). `makeDurable` writes them first.
     public var held: [UInt8] {
         get { storage.held }
         set { unique().held = newValue }
+        _modify {
+            let storage = unique()
+            yield &storage.held
+        }
     }
 
     /// The fields, in one object shared by copies until one is changed (copy on write): a
