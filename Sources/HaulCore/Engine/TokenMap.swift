@@ -77,19 +77,16 @@ struct TokenKey: Hashable {
         return Int(truncatingIfNeeded: mixed ^ (mixed &>> 29))
     }
 
-    /// The first eight bytes of the token's UTF-8 (fewer for a shorter token) and its length.
+    /// The first eight bytes of the token's UTF-8 (fewer for a shorter token) and its length,
+    /// read in place (a string whose bytes are not contiguous is copied first).
     private var bits: UInt64 {
-        let read = token.utf8.withContiguousStorageIfAvailable { bytes -> UInt64 in
-            var value = UInt64(truncatingIfNeeded: bytes.count) &<< 56
-            for index in 0..<min(8, bytes.count) {
-                value ^= UInt64(bytes[index]) &<< (UInt64(index) &* 7)
-            }
-            return value
-        }
-        if let read { return read }
-        var value = UInt64(truncatingIfNeeded: token.utf8.count) &<< 56
-        for (index, byte) in token.utf8.prefix(8).enumerated() {
-            value ^= UInt64(byte) &<< (UInt64(index) &* 7)
+        token.utf8.withContiguousStorageIfAvailable(Self.bits) ?? Array(token.utf8).withUnsafeBufferPointer(Self.bits)
+    }
+
+    private static func bits(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
+        var value = UInt64(truncatingIfNeeded: bytes.count) &<< 56
+        for index in 0..<min(8, bytes.count) {
+            value ^= UInt64(bytes[index]) &<< (UInt64(index) &* 7)
         }
         return value
     }

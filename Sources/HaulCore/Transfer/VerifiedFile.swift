@@ -18,7 +18,6 @@ public struct VerifiedFile: Sendable {
     /// computed.
     public var metadata: ResponseMetadata {
         get { storage.metadata }
-        set { unique().metadata = newValue }
         _modify {
             let storage = unique()
             yield &storage.metadata
@@ -28,7 +27,6 @@ public struct VerifiedFile: Sendable {
     /// haul knows it as its own even when a crash came before the queue recorded it.
     public var mark: String? {
         get { storage.mark }
-        set { unique().mark = newValue }
         _modify {
             let storage = unique()
             yield &storage.mark
@@ -37,7 +35,6 @@ public struct VerifiedFile: Sendable {
     /// The file has no name yet: it is linked into place, not renamed (see `TempFile`).
     public var unnamed: Bool {
         get { storage.unnamed }
-        set { unique().unnamed = newValue }
         _modify {
             let storage = unique()
             yield &storage.unnamed
@@ -47,7 +44,6 @@ public struct VerifiedFile: Sendable {
     /// arrived (see `DownloadAttempt.heldLimit`). `makeDurable` writes them first.
     public var held: [UInt8] {
         get { storage.held }
-        set { unique().held = newValue }
         _modify {
             let storage = unique()
             yield &storage.held
