@@ -176,9 +176,9 @@ private final class Runner: @unchecked Sendable {
     /// `fileQueue` (concurrent, so limited to about one thread per core) preparations waited
     /// behind placements blocked in `syncfs`. Two, as one was busy enough on workload A that
     /// jobs prepared ahead were often not ready when their slot came.
-    private let prepareQueues = [DispatchQueue(label: "haul.prepare.0"), DispatchQueue(label: "haul.prepare.1")]
+    private let prepareQueues = [HelperQueue.serial("haul.prepare.0"), HelperQueue.serial("haul.prepare.1")]
     /// Where blocking file work (fsync, rename) runs.
-    static let fileQueue = DispatchQueue(label: "haul.files", attributes: .concurrent)
+    static let fileQueue = HelperQueue.concurrent("haul.files")
     /// Writes small bodies as their files are verified, ahead of placement; the one way such a
     /// file is placed or closed (see its guarantees).
     private let heldBodies = HeldBodyWriter()

@@ -19,7 +19,7 @@ import Synchronization
 /// write to its descriptor ended, so a write never reaches a descriptor number that the system
 /// has since given to another file.
 final class HeldBodyWriter: Sendable {
-    private let queue = DispatchQueue(label: "haul.held-bodies")
+    private let queue = HelperQueue.serial("haul.held-bodies")
     /// Tokens of files whose held bytes are written, until their batch or their close.
     private let written = Mutex<Set<String>>([])
 

@@ -15,7 +15,7 @@ public final class StoreExecutor: Sendable {
     }
 
     private let box: Box
-    private let queue = DispatchQueue(label: "haul.store")
+    private let queue = HelperQueue.serial("haul.store")
 
     /// The store's `claimAheadRounds` and `claimBelowRounds`.
     public let claimAheadRounds: Int
