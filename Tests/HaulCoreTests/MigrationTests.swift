@@ -100,6 +100,12 @@ final class MigrationTests: XCTestCase {
                         ('http://b.example/7',  2, '/d/7', 7, 'cancelled', 1000,  5,   1, 1),
                         ('http://b.example/8',  2, '/d/8', 8, 'done',      400,   400, 1, 1);
                     """)
+                // The running job's attempt is open: before 0016, a record without an end.
+                try old.execute("""
+                    UPDATE jobs SET attempts = 1, lease_token = 't3' WHERE url = 'https://a.example/3';
+                    INSERT INTO attempts (job_id, number, lease_token, started_at, bytes)
+                        SELECT id, 1, 't3', 5, 50 FROM jobs WHERE url = 'https://a.example/3';
+                    """)
                 // Before 0006 the one checksum was a sha256, in its own column, as bare hex.
                 let checksumColumn = oldVersions.contains(6) ? "checksum" : "sha256"
                 let checksumValue = oldVersions.contains(6) ? "sha256=" + Self.sha256 : Self.sha256
@@ -150,8 +156,14 @@ final class MigrationTests: XCTestCase {
                 "\($0.string(0)) \($0.string(1))"
             }
             XCTAssertEqual(checksums, ["https://a.example/1 sha256=\(Self.sha256)", "http://b.example/6 sha256=\(Self.sha256)"], "from v\(applied)")
-            // The upgraded database works as a queue, and keeps its counters.
+            // The open attempt moved onto its job's row (0016), and is still listed as open.
             let queue = JobQueue(database: database)
+            let running = try XCTUnwrap(try queue.jobs(url: "https://a.example/3").first)
+            let open = try queue.attempts(jobID: running.id)
+            XCTAssertEqual(open.map { "\($0.number) \($0.startedAt) \($0.finishedAt.map(String.init) ?? "open") \($0.bytes.map(String.init) ?? "-")" },
+                           ["1 5 open 50"], "from v\(applied)")
+            XCTAssertEqual(try database.scalarInt("SELECT count(*) FROM attempts WHERE finished_at IS NULL"), 0, "from v\(applied)")
+            // The upgraded database works as a queue, and keeps its counters.
             let leases = try queue.claim(ClaimRequest(limit: 10, perHostCap: 10))
             XCTAssertEqual(Set(leases.map(\.job.url)), ["https://a.example/1", "https://a.example/2", "http://b.example/5"])
             let claimed = try XCTUnwrap(leases.first { $0.job.url == "https://a.example/1" }?.job.checksum, "from v\(applied)")

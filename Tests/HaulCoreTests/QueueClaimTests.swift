@@ -39,7 +39,9 @@ final class QueueClaimTests: XCTestCase {
         XCTAssertEqual(next.map(\.job.host), ["a.example:443"])
         // A larger cap lets more run.
         XCTAssertEqual(hostCounts(try queue.claim(ClaimRequest(limit: 100, perHostCap: 5))), ["a.example:443": 2, "b.example:443": 2])
-        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM attempts"), 11)
+        // Every claim is an attempt: ended ones have their record, open ones are on their job's row.
+        XCTAssertEqual(try queue.database.scalarInt(
+            "SELECT (SELECT count(*) FROM attempts) + (SELECT count(*) FROM jobs WHERE state = 'running')"), 11)
         try assertCountersConsistent(queue.database)
     }
 
@@ -65,6 +67,32 @@ final class QueueClaimTests: XCTestCase {
     }
 
     // MARK: - Leases
+
+    /// An attempt's record is written when it ends, whichever connection ends it: the claimer's
+    /// (which remembers what it opened) or another one (which reads it from the job's row).
+    func testAnAttemptsRecordIsWrittenWhenItEndsFromAnyConnection() throws {
+        let clock = TestClock()
+        clock.set(1_000)
+        let (queue, directory) = try makeQueue(clock: clock)
+        try addJobs("a.example", 2, to: queue, in: directory)
+        let leases = try queue.claim(ClaimRequest(limit: 2, perHostCap: 2))
+        XCTAssertEqual(leases.count, 2)
+        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM attempts"), 0, "open attempts live on their jobs' rows")
+        let other = try JobQueue(path: directory.file("haul.db"))
+        other.clock = clock.function
+        clock.set(2_000)
+        try queue.complete(jobID: leases[0].jobID, token: leases[0].token, status: 200, bytes: 7)
+        try other.complete(jobID: leases[1].jobID, token: leases[1].token, status: 200, bytes: 8)
+        for (lease, bytes) in zip(leases, [7, 8]) {
+            let attempts = try queue.attempts(jobID: lease.jobID)
+            XCTAssertEqual(attempts.map { "\($0.number) \($0.startedAt) \($0.finishedAt ?? -1) \($0.status ?? -1) \($0.bytes ?? -1)" },
+                           ["1 1000 2000 200 \(bytes)"], "job \(lease.jobID)")
+        }
+        // A stale token writes no record, on either connection.
+        XCTAssertThrowsError(try queue.complete(jobID: leases[0].jobID, token: leases[0].token, status: 200, bytes: 7))
+        XCTAssertThrowsError(try other.complete(jobID: leases[1].jobID, token: "stale", status: 200, bytes: 8))
+        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM attempts"), 2)
+    }
 
     func testAnExpiredLeaseReturnsTheJob() throws {
         let clock = TestClock()

@@ -86,7 +86,8 @@ final class QueueExchangeTests: XCTestCase {
         let claimed = try queue.exchange(request("m/1/1", claim: inHand + 4)).claimed
         XCTAssertEqual(claimed.count, inHand, "at most the store's rounds times the cap in hand per host")
         XCTAssertTrue(claimed.allSatisfy { $0.job.attempts == 1 && $0.job.state == .running })
-        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM attempts"), inHand)
+        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM jobs WHERE state = 'running' AND attempt_started_at IS NOT NULL"), inHand)
+        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM attempts"), 0, "an attempt's record is written when it ends")
 
         var outcomes = request("m/1/1")
         outcomes.outcomes = [

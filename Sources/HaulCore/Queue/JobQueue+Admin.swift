@@ -62,8 +62,11 @@ extension JobQueue {
             try ids.map { id in
                 guard let state = try state(of: id) else { return .notFound }
                 guard state == .queued || state == .running || state == .failed else { return .unchanged(state) }
+                // A running job's open attempt (on its row) gets its record, ended now.
                 try database.run("""
-                    UPDATE attempts SET finished_at = ?, error = 'cancelled' WHERE job_id = ? AND finished_at IS NULL
+                    INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, error)
+                    SELECT id, attempts, lease_token, coalesce(attempt_started_at, updated_at), ?, 'cancelled'
+                    FROM jobs WHERE id = ? AND state = 'running'
                     """, now, id)
                 try counting(id) {
                     try database.run("""
@@ -133,10 +136,16 @@ extension JobQueue {
         try database.rows("\(Job.select) WHERE j.url = ? ORDER BY j.id", [url], Job.init)
     }
 
-    /// The attempts of a job, oldest first (in the order they began).
+    /// The attempts of a job, oldest first (in the order they began); a running job's open
+    /// attempt, kept on its row, comes last.
     public func attempts(jobID: Int) throws -> [Attempt] {
         try database.rows("""
-            SELECT number, started_at, finished_at, status, error, bytes FROM attempts WHERE job_id = ? ORDER BY id
+            SELECT number, started_at, finished_at, status, error, bytes FROM
+                (SELECT 0 AS open, id AS position, number, started_at, finished_at, status, error, bytes FROM attempts WHERE job_id = ?1
+                 UNION ALL
+                 SELECT 1, 0, attempts, coalesce(attempt_started_at, updated_at), NULL, NULL, NULL, attempt_start_bytes
+                 FROM jobs WHERE id = ?1 AND state = 'running')
+            ORDER BY open, position
             """, [jobID]) {
             Attempt(number: $0.int(0), startedAt: $0.int(1), finishedAt: $0.optionalInt(2), status: $0.optionalInt(3),
                     error: $0.optionalString(4), bytes: $0.optionalInt(5))

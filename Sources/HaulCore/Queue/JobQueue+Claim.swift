@@ -53,7 +53,7 @@ extension JobQueue {
 
     /// Claims up to `limit` queued jobs that are due, from `hosts` (in the order given: least
     /// recently claimed first) one job per host per pass, at most `room` from each, so a batch is
-    /// spread fairly; each gets a fresh lease token and its attempt counted and recorded, and
+    /// spread fairly; each gets a fresh lease token and its attempt counted and opened, and
     /// each claimed host moves behind every other host with work. Call inside a write transaction.
     func claimRoundRobin(_ hosts: [(id: Int, name: String, room: Int)], limit: Int, owner: String, leaseMilliseconds: Int,
                          maxAttempts: Int?, now: Int) throws -> [Lease] {
@@ -67,11 +67,10 @@ extension JobQueue {
         let take = try database.statement("""
             UPDATE OR FAIL jobs SET state = 'running', attempts = attempts + 1,
                 max_attempts = coalesce(?1, max_attempts),
-                lease_token = ?2, lease_owner = ?3, lease_expires_at = ?4, updated_at = ?5
+                lease_token = ?2, lease_owner = ?3, lease_expires_at = ?4, updated_at = ?5,
+                attempt_started_at = ?5, attempt_start_bytes = received_bytes
             WHERE id = ?6 AND state = 'queued'
             """)
-        let record = try database.statement(
-            "INSERT OR FAIL INTO attempts (job_id, number, lease_token, started_at, bytes) VALUES (?, ?, ?, ?, ?)")
         // A claim counts itself (migrations 0012 and 0015): the queued counters drop here, once
         // per batch and host, by what the claimed rows held.
         let touchHost = try database.statement("UPDATE OR FAIL hosts SET last_claim = ?, queued = queued - ? WHERE id = ?")
@@ -91,7 +90,7 @@ extension JobQueue {
                 }
                 guard let queued = candidates[host.id]?.popFirst() else { continue }
                 let token = Self.newToken()
-                // Bound value by value (as `record` below): twice a file, every run.
+                // Bound value by value: once a file, every run.
                 take.reset()
                 try take.bind(maxAttempts, at: 1)
                 try take.bind(token, at: 2)
@@ -101,16 +100,12 @@ extension JobQueue {
                 try take.bind(queued.id, at: 6)
                 try take.runBound()
                 guard database.changes == 1 else { continue }
+                // The attempt is open on the job's row (migration 0016); its record is written
+                // when it ends (`closeAttempt`, `expireLeases`).
                 let job = queued.claimed(token: token, owner: owner, expiresAt: now + leaseMilliseconds,
                                          maxAttempts: maxAttempts, now: now)
-                // An open attempt's bytes: those on disk when it began (see `expireLeases`).
-                record.reset()
-                try record.bind(job.id, at: 1)
-                try record.bind(job.attempts, at: 2)
-                try record.bind(token, at: 3)
-                try record.bind(now, at: 4)
-                try record.bind(job.receivedBytes, at: 5)
-                try record.runBound()
+                if openedAttempts.count >= Self.openedAttemptsLimit { openedAttempts.removeAll(keepingCapacity: true) }
+                openedAttempts[job.id] = OpenedAttempt(token: token, number: job.attempts, startedAt: now)
                 sequence += 1
                 lastClaim[host.id] = (sequence, (lastClaim[host.id]?.taken ?? 0) + 1)
                 expectedBytes += queued.expectedBytes ?? 0
@@ -129,6 +124,10 @@ extension JobQueue {
         return leases
     }
 
+    /// At most this many entries in `openedAttempts` (whose lost leases are never removed):
+    /// far more than any run holds at once.
+    static let openedAttemptsLimit = 1 << 16
+
     /// Returns every running job whose lease has expired to the queue — or fails it, when it
     /// has used all its attempts — and closes its open attempt record. An attempt whose job's
     /// recorded bytes grew past those it began from (a worker killed while a large file came
@@ -141,18 +140,17 @@ extension JobQueue {
         let expired = try database.statement("SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= ?")
             .rows([now]) { $0.int(0) }
         guard !expired.isEmpty else { return }
-        // The job's bytes now, and whether they grew past those the attempt began from (its
-        // bytes while open; NULL for an attempt claimed before that was recorded: counted).
-        let received = "(SELECT j.received_bytes FROM jobs j WHERE j.id = attempts.job_id)"
-        let progressed = "\(received) > coalesce(bytes, \(received))"
+        // Whether the job's bytes grew past those its open attempt began from (NULL for an
+        // attempt opened before that was recorded: counted). The record is written now.
+        let progressed = "received_bytes > coalesce(attempt_start_bytes, received_bytes)"
         try database.run("""
-            UPDATE OR FAIL attempts SET finished_at = ?1,
-                error = CASE WHEN \(progressed)
+            INSERT OR FAIL INTO attempts (job_id, number, lease_token, started_at, finished_at, error, bytes)
+            SELECT id, attempts, lease_token, coalesce(attempt_started_at, updated_at), ?1,
+                CASE WHEN \(progressed)
                     THEN '\(Attempt.interruptedPrefix) the worker stopped without reporting (lease expired) after making progress'
                     ELSE 'lease expired: the worker stopped without reporting' END,
-                bytes = CASE WHEN \(progressed) THEN \(received) - bytes END
-            WHERE finished_at IS NULL AND job_id IN
-                (SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= ?1)
+                CASE WHEN \(progressed) THEN received_bytes - attempt_start_bytes END
+            FROM jobs WHERE state = 'running' AND lease_expires_at <= ?1 ORDER BY id
             """, now)
         // 1 when the attempt just closed was not counted.
         let uncounted = """
