@@ -592,7 +592,7 @@ private final class Runner: @unchecked Sendable {
     private func exchange(_ request: Exchange) {
         let known = Set(profiles.keys).union(missingProfiles)
         let now = Self.now()
-        let wantCounts = now - lastCounts >= 1000
+        let wantCounts = options.readsQueueCounts && now - lastCounts >= 1000
         if wantCounts { lastCounts = now }
         store.async({ store -> Answer in
             let result = try store.exchange(request)

@@ -23,6 +23,10 @@ public struct EngineOptions: Sendable {
     public var leaseDuration: TimeInterval = 60
     /// How often progress (bytes, validators) is written to the database.
     public var progressInterval: TimeInterval = 1
+    /// Whether the run reads the queue's counts (about once a second, with an exchange) for
+    /// `DownloadEngine.currentStats`: only a live display shows them. On PostgreSQL the read is
+    /// about nine round trips on the store's one connection, which the next claim waits behind.
+    public var readsQueueCounts = true
     /// The worker's name, recorded with every file it places (`run --worker`): the machine's
     /// host name unless given.
     public var workerName = ProcessInfo.processInfo.hostName

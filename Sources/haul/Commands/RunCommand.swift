@@ -112,6 +112,7 @@ enum RunCommand: Command {
             : arguments.flag("--quiet") ? .quiet
             : isatty(STDERR_FILENO) == 1 ? .terminal : .plain
         let reporter = RunReporter(mode: mode)
+        options.readsQueueCounts = mode == .terminal  // only the live display shows them
         let transport: any Transport
         do {
             transport = try transportKind(arguments, spec: spec).make(maxTransfers: options.workers, connection: connection)
