@@ -11,8 +11,14 @@ extension PostgresJobStore {
     }
 
     public func attempts(jobID: Int) throws -> [Attempt] {
+        // A running job's open attempt, kept on its row, comes last.
         try rows("""
-            SELECT number, started_at, finished_at, status, error, bytes FROM attempts WHERE job_id = $1 ORDER BY id
+            SELECT number, started_at, finished_at, status, error, bytes FROM
+                (SELECT 0 AS is_open, id AS position, number, started_at, finished_at, status, error, bytes FROM attempts WHERE job_id = $1
+                 UNION ALL
+                 SELECT 1, 0, attempts, coalesce(attempt_started_at, updated_at), NULL, NULL, NULL, attempt_start_bytes
+                 FROM jobs WHERE id = $1 AND state = 'running') AS a
+            ORDER BY is_open, position
             """, [.int(jobID)]).map {
             Attempt(number: $0.int(0), startedAt: $0.int(1), finishedAt: $0.optionalInt(2), status: $0.optionalInt(3),
                     error: $0.optionalString(4), bytes: $0.optionalInt(5))
@@ -89,8 +95,12 @@ extension PostgresJobStore {
             try ids.map { id in
                 guard let state = try state(of: id) else { return .notFound }
                 guard state == .queued || state == .running || state == .failed else { return .unchanged(state) }
-                try run("UPDATE attempts SET finished_at = $1, error = 'cancelled' WHERE job_id = $2 AND finished_at IS NULL",
-                        [.int(now), .int(id)])
+                // A running job's open attempt (on its row) gets its record, ended now.
+                try run("""
+                    INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, error)
+                    SELECT id, attempts, lease_token, coalesce(attempt_started_at, $1), $1, 'cancelled' FROM jobs
+                    WHERE id = $2 AND state = 'running'
+                    """, [.int(now), .int(id)])
                 try run("""
                     UPDATE jobs SET state = 'cancelled', last_error = coalesce(last_error, 'cancelled by the user'),
                         finished_at = $1, updated_at = $1, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL

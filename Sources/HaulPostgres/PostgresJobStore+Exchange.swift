@@ -185,20 +185,20 @@ extension PostgresJobStore {
     /// the SQLite queue's `expireLeases`): kills cannot use up a healthy job's attempts.
     static let expireLeasesSQL = """
             WITH expired AS (
-                SELECT id, lease_token, received_bytes FROM jobs WHERE state = 'running' AND lease_expires_at <= $1 FOR UPDATE SKIP LOCKED
+                SELECT id, lease_token, received_bytes, attempts, attempt_started_at, attempt_start_bytes, updated_at
+                FROM jobs WHERE state = 'running' AND lease_expires_at <= $1 FOR UPDATE SKIP LOCKED
             ),
-            -- "= ANY(ARRAY(…))" beside each join: the exchange runs on generic plans, which
-            -- expect a third of the running jobs to have expired and may then hash the whole
-            -- attempts or jobs table; the arrays are read by index.
+            -- The open attempts' records, written now (their bytes: those gained since they began).
             closed AS (
-                UPDATE attempts a SET finished_at = $1,
-                    error = CASE WHEN e.received_bytes > coalesce(a.bytes, e.received_bytes)
+                INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, error, bytes)
+                SELECT e.id, e.attempts, e.lease_token, coalesce(e.attempt_started_at, e.updated_at), $1,
+                    CASE WHEN e.received_bytes > coalesce(e.attempt_start_bytes, e.received_bytes)
                         THEN '\(Attempt.interruptedPrefix) the worker stopped without reporting (lease expired) after making progress'
                         ELSE 'lease expired: the worker stopped without reporting' END,
-                    bytes = CASE WHEN e.received_bytes > coalesce(a.bytes, e.received_bytes) THEN e.received_bytes - a.bytes END
-                FROM expired e WHERE a.job_id = ANY(ARRAY(SELECT id FROM expired))
-                    AND a.job_id = e.id AND a.lease_token = e.lease_token AND a.finished_at IS NULL
-                RETURNING a.job_id, a.bytes IS NOT NULL AS uncounted
+                    CASE WHEN e.received_bytes > coalesce(e.attempt_start_bytes, e.received_bytes)
+                        THEN e.received_bytes - e.attempt_start_bytes END
+                FROM expired e
+                RETURNING job_id, bytes IS NOT NULL AS uncounted
             ),
             counted AS (
                 SELECT e.id, e.lease_token, CASE WHEN c.uncounted THEN 1 ELSE 0 END AS refund
@@ -213,6 +213,9 @@ extension PostgresJobStore {
                     ELSE j.last_error END,
                 finished_at = CASE WHEN j.attempts - e.refund >= j.max_attempts THEN $1 ELSE NULL END,
                 lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $1
+            -- "= ANY(ARRAY(…))" beside the join: the exchange runs on generic plans, which expect a
+            -- third of the running jobs to have expired and may then hash the whole jobs table;
+            -- the array is read by index.
             FROM counted e WHERE j.id = ANY(ARRAY(SELECT id FROM expired)) AND j.id = e.id
             """
 
@@ -642,13 +645,12 @@ extension PostgresJobStore {
                 -- (see JobQueue.newToken); fencing needs them unique per job, not across the queue.
                 -- "= ANY(ARRAY(…))", not a join: the exchange runs on generic plans, which cannot
                 -- know how few jobs were picked, and a join may then hash the whole jobs table.
+                -- The attempt opens on the job's row (migration 0006); its record is written when it ends.
                 UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, max_attempts = coalesce($4, j.max_attempts),
-                    lease_token = left(replace(gen_random_uuid()::text, '-', ''), 15), lease_owner = $5, lease_expires_at = $6, updated_at = $3
+                    lease_token = left(replace(gen_random_uuid()::text, '-', ''), 15), lease_owner = $5, lease_expires_at = $6, updated_at = $3,
+                    attempt_started_at = $3, attempt_start_bytes = j.received_bytes
                 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
                 RETURNING j.*
-            ),
-            recorded AS (
-                INSERT INTO attempts (job_id, number, lease_token, started_at, bytes) SELECT id, attempts, lease_token, $3, received_bytes FROM taken
             )
             SELECT \(PostgresJobStore.jobColumns("taken", host: "(SELECT h.host FROM hosts h WHERE h.id = taken.host_id)")) FROM taken
             ORDER BY taken.next_attempt_at, taken.id

@@ -50,7 +50,8 @@ extension PostgresJobStore {
         Set(try rows(Self.completeSQL, completeArgs(items, worker: worker, now: now)).map { $0.int(0) })
     }
 
-    /// Marks done the jobs still held under their tokens, closing their attempts; returns their ids.
+    /// Marks done the jobs still held under their tokens, writing their attempts' records; returns
+    /// their ids.
     static let completeSQL = """
         WITH o AS (
             SELECT * FROM unnest($2::bigint[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::text[]::bigint[],
@@ -66,11 +67,11 @@ extension PostgresJobStore {
                 placed_ctime = o.ctime, placed_etag = o.etag, placed_last_modified = o.modified, content_type = o.type,
                 final_url = o.final, placed_sha256 = o.sha, placed_by = coalesce($16, j.lease_owner)
             FROM o WHERE j.id = o.id AND j.lease_token = o.token AND \(PostgresJobStore.heldRunning)
-            RETURNING j.id, o.token, o.status, o.bytes
+            RETURNING j.id, o.token, o.status, o.bytes, j.attempts, j.attempt_started_at
         ),
         closed AS (
-            UPDATE attempts a SET finished_at = $1, status = done.status, error = NULL, bytes = done.bytes
-            FROM done WHERE a.job_id = done.id AND a.lease_token = done.token AND a.finished_at IS NULL
+            INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, status, bytes)
+            SELECT id, attempts, token, coalesce(attempt_started_at, $1), $1, status, bytes FROM done
         )
         SELECT id FROM done
         """
@@ -147,7 +148,7 @@ extension PostgresJobStore {
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
                 WHERE id = $1 AND lease_token = $2 AND state = 'running'
                 """, [.int(jobID), .text(token), .int(now), .int(notBefore.map { $0 + skew })]) == 1 else { return .stale }
-            try closeAttempt(jobID: jobID, token: token, now: now, status: nil, error: reason, bytes: nil)
+            try closeAttempt(jobID: jobID, token: token, now: now, status: nil, error: reason, bytes: nil, released: true)
             return .recorded
         }
     }
@@ -160,10 +161,14 @@ extension PostgresJobStore {
             """, [.int(jobID), .int(status), .text(reason), .text(FailureKind.of(reason)), .int(now)])
     }
 
-    private func closeAttempt(jobID: Int, token: String, now: Int, status: Int?, error: String?, bytes: Int?) throws {
+    /// Writes the record of the job's attempt under `token`, ended now, from its row (migration
+    /// 0006); call it once `token` was found to hold the job, before or after the job's own update
+    /// (`released`: after a release, which gave back the attempt's count).
+    private func closeAttempt(jobID: Int, token: String, now: Int, status: Int?, error: String?, bytes: Int?,
+                              released: Bool = false) throws {
         try run("""
-            UPDATE attempts SET finished_at = $3, status = $4, error = $5, bytes = $6
-            WHERE job_id = $1 AND lease_token = $2 AND finished_at IS NULL
-            """, [.int(jobID), .text(token), .int(now), .int(status), .text(error), .int(bytes)])
+            INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, status, error, bytes)
+            SELECT id, attempts + $7, $2, coalesce(attempt_started_at, $3), $3, $4, $5, $6 FROM jobs WHERE id = $1
+            """, [.int(jobID), .text(token), .int(now), .int(status), .text(error), .int(bytes), .int(released ? 1 : 0)])
     }
 }

@@ -384,6 +384,31 @@ struct PostgresConnectionTests {
         #expect(try connection.query("SELECT folder FROM job_folders ORDER BY folder").map { $0.string(0) } == ["", "/d/", "/d/sub/"])
     }
 
+    /// A queue made before 0006 holds its running jobs' open attempts as records without an end:
+    /// the upgrade moves them onto their jobs, where `show` still lists them as open.
+    @Test func upgradeMovesOpenAttemptsOntoTheirJobs() throws {
+        let location = try freshDatabase()
+        let connection = try PostgresConnection(url: location)
+        try PostgresMigrator(migrations: Array(Migration.postgresEmbedded.prefix(5))).migrate(connection)
+        try connection.run("INSERT INTO hosts (host) VALUES ('a.example:443')")
+        try connection.run("""
+            INSERT INTO jobs (url, host_id, destination, destination_key, state, attempts, lease_token, created_at, updated_at)
+            VALUES ('https://a.example/1', (SELECT id FROM hosts), '/d/1', 1, 'running', 2, 't1', 1, 1)
+            """)
+        try connection.execute("""
+            INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, error)
+                SELECT id, 1, 't0', 3, 4, 'lease expired: the worker stopped without reporting' FROM jobs;
+            INSERT INTO attempts (job_id, number, lease_token, started_at, bytes) SELECT id, 2, 't1', 5, 50 FROM jobs
+            """)
+        try PostgresMigrator().migrate(connection)
+        let store = try PostgresJobStore(url: location)
+        let id = try #require(try connection.query("SELECT id FROM jobs").first?.int(0))
+        let attempts = try store.attempts(jobID: id)
+        #expect(attempts.map { "\($0.number) \($0.startedAt) \($0.finishedAt.map(String.init) ?? "open") \($0.bytes.map(String.init) ?? "-")" }
+                == ["1 3 4 -", "2 5 open 50"])
+        #expect(try connection.query("SELECT count(*) FROM attempts WHERE finished_at IS NULL").first?.int(0) == 0)
+    }
+
     @Test func embeddedMigrationsEqualTheFiles() throws {
         let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Migrations/postgres")
