@@ -98,7 +98,7 @@ extension PostgresJobStore {
                 // A running job's open attempt (on its row) gets its record, ended now.
                 try run("""
                     INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, error)
-                    SELECT id, attempts, lease_token, coalesce(attempt_started_at, $1), $1, 'cancelled' FROM jobs
+                    SELECT id, attempts, lease_token, coalesce(attempt_started_at, updated_at), $1, 'cancelled' FROM jobs
                     WHERE id = $2 AND state = 'running'
                     """, [.int(now), .int(id)])
                 try run("""

@@ -623,7 +623,8 @@ extension PostgresJobStore {
     }
 
     /// Takes up to `counts[i]` due jobs of `hosts[i]`, for every i, in one statement: each gets a
-    /// fresh lease token and its attempt counted and recorded.
+    /// fresh lease token and its attempt counted and opened on its row (its record is written when
+    /// it ends).
     private func take(hosts: [Int], counts: [Int], _ request: Exchange, now: Int) throws -> [Lease] {
         try rows(Self.takeSQL, [.ints(hosts), .ints(counts), .int(now), .int(request.maxAttempts), .text(request.owner),
                                 .int(now + request.leaseMilliseconds)]).map { row in

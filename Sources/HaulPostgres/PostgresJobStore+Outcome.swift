@@ -168,7 +168,7 @@ extension PostgresJobStore {
                               released: Bool = false) throws {
         try run("""
             INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, status, error, bytes)
-            SELECT id, attempts + $7, $2, coalesce(attempt_started_at, $3), $3, $4, $5, $6 FROM jobs WHERE id = $1
+            SELECT id, attempts + $7, $2, coalesce(attempt_started_at, updated_at), $3, $4, $5, $6 FROM jobs WHERE id = $1
             """, [.int(jobID), .text(token), .int(now), .int(status), .text(error), .int(bytes), .int(released ? 1 : 0)])
     }
 }

@@ -13,15 +13,16 @@ struct PostgresPlanTests {
         let fixture = try StoreFixture(.postgres)
         let store = try fixture.open()
         // 20,000 jobs of a few hosts with many jobs each (the shape that tempts the planner to
-        // hash a table) or of many hosts, most done, a few hundred running, each attempt
-        // recorded; with fresh statistics.
+        // hash a table) or of many hosts, most done, a few hundred running (their attempts open
+        // on their rows), each ended attempt recorded; with fresh statistics.
         try fixture.add((0..<20_000).map { "http://127.0.0.\($0 % hosts % 100 + 2):\(8000 + $0 % hosts / 100)/f\($0)" }, to: store)
         let connection = try PostgresConnection(url: fixture.location)
         try connection.execute("""
             UPDATE jobs SET state = CASE WHEN id % 50 = 0 THEN 'running' ELSE 'done' END, attempts = 1, lease_token = 't' || id,
-                lease_expires_at = CASE WHEN id % 50 = 0 THEN 1 END
+                lease_expires_at = CASE WHEN id % 50 = 0 THEN 1 END, attempt_started_at = 0, attempt_start_bytes = 0
             WHERE id <= 15000;
-            INSERT INTO attempts (job_id, number, lease_token, started_at) SELECT id, 1, 't' || id, 0 FROM jobs WHERE id <= 15000;
+            INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at)
+                SELECT id, 1, 't' || id, 0, 1 FROM jobs WHERE id <= 15000 AND state = 'done';
             ANALYZE
             """)
         try connection.execute("SET plan_cache_mode = force_generic_plan")

@@ -28,7 +28,7 @@ extension JobQueue {
     /// other processes are included (less the claimer's own `finished` leases). Hosts are
     /// visited round-robin (least recently claimed first), so a host with a million jobs does
     /// not starve one with ten. Each claimed job gets a fresh lease token, and its attempt is
-    /// counted and recorded now.
+    /// counted and opened on its row now (its record is written when it ends).
     ///
     /// This is the claim of a claimer without slots (tests, tools): its running jobs are its cap.
     /// `haul run` claims through `exchange`, where slots hold the cap and claimed jobs wait in
@@ -129,7 +129,7 @@ extension JobQueue {
     static let openedAttemptsLimit = 1 << 16
 
     /// Returns every running job whose lease has expired to the queue — or fails it, when it
-    /// has used all its attempts — and closes its open attempt record. An attempt whose job's
+    /// has used all its attempts — and writes the record of its open attempt. An attempt whose job's
     /// recorded bytes grew past those it began from (a worker killed while a large file came
     /// in) is not counted: the crash was not the job's doing, and the next attempt resumes, so
     /// kills cannot use up a healthy job's attempts; one that made no progress (a job that kills
