@@ -34,6 +34,13 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
         ),
+        // The executable's memory allocator (see Sources/haul/Allocator.swift).
+        .systemLibrary(
+            name: "CJemalloc",
+            path: "Sources/CJemalloc",
+            pkgConfig: "jemalloc",
+            providers: [.apt(["libjemalloc-dev"])]
+        ),
         // Build-time tool: turns Migrations/*.sql into Swift source so the binary carries them.
         .executableTarget(name: "MigrationEmbedder", path: "Sources/MigrationEmbedder"),
         .plugin(
@@ -60,7 +67,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "haul",
-            dependencies: ["HaulCore", "HaulPostgres"],
+            dependencies: ["HaulCore", "HaulPostgres", "CJemalloc"],
             path: "Sources/haul"
         ),
         // The queue benchmark (Benchmarks/run, workload Q): concurrent claimers through the

@@ -48,7 +48,7 @@ case "-h", "--help", "help":
     }
     Console.exit(0)
 case "--version", "version":
-    Console.out("haul \(version)\n\(CurlTransport.versionDescription)\nSQLite/\(Database.sqliteVersion)")
+    Console.out("haul \(version)\n\(CurlTransport.versionDescription)\nSQLite/\(Database.sqliteVersion)\n\(Allocator.version)")
     Console.exit(0)
 default:
     break
