@@ -3,8 +3,8 @@ import CJemalloc
 /// The memory allocator of the haul executable: jemalloc (Debian's `libjemalloc-dev`), linked by
 /// importing `CJemalloc`. It comes before the C library in the executable's list of libraries,
 /// so the dynamic linker binds every `malloc` and `free` of the process to it: haul's Swift
-/// code, libcurl, SQLite and libpq alike. Nothing here calls it; `Allocator.name` says which
-/// allocator serves the process (`haul --version` prints `version`).
+/// code, libcurl, SQLite and libpq alike. haul calls nothing of it but its control interface, to
+/// say which allocator serves the process (`Allocator.version`, printed by `haul --version`).
 ///
 /// Why: a download passes through four or five threads (libcurl's loop thread, the helpers that
 /// prepare, write and place files, the store's), and the C library's allocator took 6.7 % of

@@ -34,8 +34,8 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(version.status, 0)
         XCTAssertEqual(version.stdoutLines.first, "haul \(HaulVersion.string)")
         // The libraries it runs on, with their own versions: libcurl with its TLS and HTTP/2
-        // libraries, then SQLite.
-        XCTAssertEqual(version.stdoutLines.count, 3, version.stdoutText)
+        // libraries, then SQLite, then the memory allocator.
+        XCTAssertEqual(version.stdoutLines.count, 4, version.stdoutText)
         let curl = version.stdoutLines.dropFirst().first ?? ""
         XCTAssertTrue(curl.hasPrefix("libcurl/7.") || curl.hasPrefix("libcurl/8."), curl)
         XCTAssertTrue(curl.contains("OpenSSL/") && curl.contains("nghttp2/"), curl)
