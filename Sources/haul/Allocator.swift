@@ -26,4 +26,13 @@ enum Allocator {
         // "5.3.0-0-g54eaed1d…": the release, without git's description.
         return "jemalloc/" + (String(cString: text).split(separator: "-").first.map(String.init) ?? "")
     }()
+
+    /// Gives the memory freed so far back to the system at once (jemalloc keeps freed pages up
+    /// to ten seconds, for reuse): for `add`'s import, whose batches of parsed lines are large
+    /// (`URLListImporter.releaseFreedMemory`). Measured on workload D (1,000,000 URLs): peak RSS
+    /// 147 MB without it, 133 MB with it (glibc's allocator: 134 MB).
+    static let releaseFreedMemory: @Sendable () -> Void = {
+        // "arena.<MALLCTL_ARENAS_ALL>.purge": every arena's unused dirty pages.
+        _ = mallctl("arena.4096.purge", nil, nil, nil, 0)
+    }
 }

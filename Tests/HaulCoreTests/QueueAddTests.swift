@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import XCTest
 @testable import HaulCore
 import HaulTestSupport
@@ -146,6 +147,28 @@ final class QueueAddTests: XCTestCase {
         XCTAssertEqual(summary.rejected, 30)
         XCTAssertEqual(try queue.status().counts[.queued], 30_000)
         try assertCountersConsistent(queue.database)
+    }
+
+    /// An import that is not streaming asks the allocator to give freed memory back after each
+    /// batch it wrote (the haul executable's jemalloc would keep it for seconds); a streaming one
+    /// (`haul get`, small batches) does not.
+    func testAnImportReleasesFreedMemoryAfterEachBatchUnlessStreaming() throws {
+        let directory = try makeTempDirectory()
+        let text = (0..<10).map { "https://h\($0 % 3).example/files/\($0).bin\n" }.joined()
+        let path = try directory.write("urls.txt", Data(text.utf8))
+        let releases = Mutex(0)
+        for streams in [false, true] {
+            let queue = try JobQueue(path: directory.file("q\(streams).db"))
+            var importer = URLListImporter(queue: queue, resolver: DestinationResolver(directory: directory.path), batchSize: 4) { _, _, _ in }
+            importer.releaseFreedMemory = { releases.withLock { $0 += 1 } }
+            if streams { importer.streaming = .init(firstBatchSize: 4, batchSize: 4, afterBatch: {}) }
+            var summary = URLListImporter.Summary()
+            let descriptor = open(path, O_RDONLY)
+            defer { close(descriptor) }
+            try importer.importLines(from: descriptor, into: &summary)
+            XCTAssertEqual(summary.added, 10)
+            XCTAssertEqual(releases.withLock { $0 }, 3, streams ? "none more when streaming" : "one after each of the 3 batches")
+        }
     }
 
     /// A batch of several statements over several hosts: every outcome belongs to its line, ids

@@ -33,6 +33,12 @@ public struct URLListImporter {
     public let onRejection: (_ line: Int, _ reason: InputLine.Rejection, _ text: String?) -> Void
     /// Set when a run downloads the jobs while they are added (`haul get`), see `Streaming`.
     public var streaming: Streaming?
+    /// Asks the process's allocator to give the memory freed so far back to the system; called
+    /// after each batch of an import that is not `streaming` is written, so that peak memory stays
+    /// at about two batches. The haul executable sets it for jemalloc, which otherwise keeps freed
+    /// memory for some seconds (`Allocator.releaseFreedMemory`); glibc's allocator needs no call
+    /// (see `configureAllocatorOnce`).
+    public var releaseFreedMemory: (@Sendable () -> Void)?
 
     /// How an import feeds a run that goes on meanwhile: small batches (the first smaller
     /// still, so the run starts within milliseconds, and its claims wait less for each batch's
@@ -176,6 +182,8 @@ public struct URLListImporter {
             case .end: return
             case .failed(let message): throw InputError.readFailed(message)
             }
+            // The batch written is freed by now (its scope ended).
+            if streaming == nil { releaseFreedMemory?() }
         }
     }
 

@@ -149,9 +149,10 @@ enum AddCommand: Command {
         let resolver = DestinationResolver(directory: arguments.value("--dir") ?? ".", layout: layout)
         let ifExists = try existingFilePolicy(arguments, spec: spec) ?? .skip
         let forward = RejectionForwarder()
-        let importer = URLListImporter(queue: queue, resolver: resolver, profileID: profileID, ifExists: ifExists) { line, reason, text in
+        var importer = URLListImporter(queue: queue, resolver: resolver, profileID: profileID, ifExists: ifExists) { line, reason, text in
             forward.target?.rejected(line, reason, text)
         }
+        importer.releaseFreedMemory = Allocator.releaseFreedMemory
         let prepared = PreparedImport(importer: importer, positionals: arguments.positionals, descriptor: descriptor,
                                       inputName: inputName, arguments: arguments)
         forward.target = prepared
