@@ -356,40 +356,6 @@ final class VerifiedFileTests: XCTestCase {
                        "bytes a later attempt can resume keep the temp file's name")
     }
 
-    /// A job's first attempt with no stored validator starts in an unnamed file without looking
-    /// for an earlier temp file (none can be worth opening); any later attempt, or one with a
-    /// validator to resume, looks for it and finds it.
-    func testOnlyALaterOrResumableAttemptLooksForAnEarlierTempFile() throws {
-        let folder = try makeTempDirectory()
-        let temp = TempFile(destination: folder.file("again.bin"), jobID: 9, queue: 5)
-        try Data("earlier bytes".utf8).write(to: URL(fileURLWithPath: temp.path))
-
-        let first = try DownloadAttempt(temp: temp, expectedChecksum: nil, storedValidator: nil, storedTotal: nil,
-                                        unnamed: true, firstAttempt: true)
-        XCTAssertEqual(first.resumeOffset, 0)
-        _ = first.head(ResponseHead(status: 200, headers: ["Content-Length": "3"], url: nil))
-        try feed(first, "new")
-        guard case .verified(let fresh) = first.verify(FetchResult(head: nil, failure: nil)) else { return XCTFail("not verified") }
-        XCTAssertTrue(fresh.unnamed, "the first attempt did not open the temp file")
-        fresh.close()
-        XCTAssertEqual(try String(contentsOfFile: temp.path, encoding: .utf8), "earlier bytes", "and left it alone")
-
-        let resuming = try DownloadAttempt(temp: temp, expectedChecksum: nil, storedValidator: .etag("\"v1\""),
-                                           storedTotal: 100, unnamed: true, firstAttempt: true)
-        XCTAssertEqual(resuming.resumeOffset, 13, "a stored validator: the temp file is looked for and resumed")
-        resuming.closeUnsent()
-
-        let later = try DownloadAttempt(temp: temp, expectedChecksum: nil, storedValidator: nil, storedTotal: nil,
-                                        unnamed: true, firstAttempt: false)
-        XCTAssertEqual(later.resumeOffset, 0)
-        _ = later.head(ResponseHead(status: 200, headers: ["Content-Length": "5"], url: nil))
-        try feed(later, "later")
-        guard case .verified(let reused) = later.verify(FetchResult(head: nil, failure: nil)) else { return XCTFail("not verified") }
-        XCTAssertFalse(reused.unnamed, "a later attempt opened the temp file (emptied: nothing to resume)")
-        reused.close()
-        XCTAssertEqual(try String(contentsOfFile: temp.path, encoding: .utf8), "later")
-    }
-
     /// Two attempts of one job (the first's lease was lost): the first keeps the temp file's
     /// name; the second, unnamed, cannot take it, so it must not report a validator for bytes
     /// it could not keep — recorded, a later resume would splice the first's bytes with it.

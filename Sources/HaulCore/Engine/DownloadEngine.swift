@@ -498,9 +498,6 @@ private final class Runner: @unchecked Sendable {
                 temp: temp, expectedChecksum: checksum, storedValidator: storedValidator,
                 storedTotal: job.expectedBytes.map(Int64.init), recordSHA256: options.recordSHA256, conditional: conditional,
                 unnamed: true,
-                // A queue made before queues had an identity names temp files without it, so another
-                // such queue's job of the same number could have left one: looked for, as before.
-                firstAttempt: job.attempts == 1 && queueIdentity != 0,
                 onAccepted: { [weak self] snapshot in
                     // Record the validator and length before the body, so a kill -9 mid-body can
                     // resume. Small files are cheaper to fetch again than to record twice.

@@ -173,22 +173,13 @@ public final class DownloadAttempt: BodySink {
     /// - Parameter recordSHA256: compute the file's sha256 (kept in the verified file's
     ///   metadata) even when no sha256 is expected.
     /// - Parameter unnamed: a fresh download may start in an unnamed file (see `TempFile`).
-    /// - Parameter firstAttempt: no attempt of this job came before this one since it was added,
-    ///   retried or refetched (attempts are counted at each claim, so a crashed one counts too).
-    ///   With no stored validator either, nothing could be resumed, and no earlier attempt can
-    ///   have left a temp file to reuse: an unnamed download then starts without looking for one
-    ///   (`TempFile.open(unnamed:earlierAttempts:)`). Were one there after all (named by an attempt
-    ///   whose validator the queue lost, before a `retry`), it stays until the job ends, and the
-    ///   next run's start-up sweep removes it.
     public init(temp: TempFile, expectedChecksum: Checksum?, storedValidator: Validator?, storedTotal: Int64?,
                 recordSHA256: Bool = false, conditional: Conditional? = nil, unnamed: Bool = false,
-                firstAttempt: Bool = false,
                 onAccepted: @escaping @Sendable (Snapshot) -> Void = { _ in }) throws {
         self.onAccepted = onAccepted
         self.temp = temp
         self.expectedChecksum = expectedChecksum
-        let (descriptor, existing, isUnnamed) = try temp.open(
-            unnamed: unnamed, earlierAttempts: !(firstAttempt && storedValidator == nil))
+        let (descriptor, existing, isUnnamed) = try temp.open(unnamed: unnamed)
         let resume = existing > 0 && storedValidator != nil && (storedTotal.map { existing <= $0 } ?? true)
         if !resume && existing > 0 && ftruncate(descriptor, 0) != 0 {
             let error = TransferIOError.errno("cannot empty temp file \(temp.path)")

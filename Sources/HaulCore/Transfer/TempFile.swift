@@ -157,21 +157,14 @@ public struct TempFile: Sendable {
     /// `open()`, except that when no temp file exists yet and `unnamed` is set, the download
     /// starts in an unnamed file of the folder (`unnamed` in the result), where the file system
     /// has them.
-    ///
-    /// `earlierAttempts` false says that no earlier attempt can have left a temp file worth
-    /// opening (see `DownloadAttempt.init`): an unnamed download then starts without looking for
-    /// one, which saves a failing lookup in the folder a file (on workload A, 10,000 files in one
-    /// folder, that lookup took about 2 % of haul's CPU).
-    public func open(unnamed: Bool, earlierAttempts: Bool = true) throws -> (descriptor: Int32, length: Int64, unnamed: Bool) {
+    public func open(unnamed: Bool) throws -> (descriptor: Int32, length: Int64, unnamed: Bool) {
         let flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK
         let folder = path.parentFolder
         var fd: Int32 = -1
         var openError = ENOENT
         if unnamed && Self.unnamedFilesWork && !Self.linkRefused.load(ordering: .relaxed) {
-            if earlierAttempts {
-                fd = Glibc.open(path, flags)  // an earlier attempt's file, to resume
-                openError = errno
-            }
+            fd = Glibc.open(path, flags)  // an earlier attempt's file, to resume
+            openError = errno
             if fd < 0 && openError == ENOENT {
                 if let kept = UnnamedFilePool.take(folder: folder) { return (kept, 0, true) }
                 var created = haul_open_unnamed(folder.isEmpty ? "." : folder, 0o666)
