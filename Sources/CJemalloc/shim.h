@@ -7,8 +7,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/// jemalloc's mallctl (its control interface), declared here rather than through
-/// <jemalloc/jemalloc.h>, whose declarations of malloc and free would clash with the C library's.
+/// jemalloc's mallctl (its control interface), the one function haul calls, declared here
+/// rather than through <jemalloc/jemalloc.h>: that header would also show Swift a second
+/// declaration of malloc, free and the rest, besides the C library's.
 int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
 
 /// 1 when the process's malloc is jemalloc's: a megabyte taken with malloc shows in jemalloc's

@@ -34,8 +34,9 @@ public struct URLListImporter {
     /// Set when a run downloads the jobs while they are added (`haul get`), see `Streaming`.
     public var streaming: Streaming?
     /// Asks the process's allocator to give the memory freed so far back to the system; called
-    /// after each batch of an import that is not `streaming` is written, so that peak memory stays
-    /// at about two batches. The haul executable sets it for jemalloc, which otherwise keeps freed
+    /// after each batch of an import from a descriptor (a file, stdin) that is not `streaming` is
+    /// written, so that peak memory stays at about two batches. (Lines given as arguments are
+    /// few, and not followed by a call.) The haul executable sets it for jemalloc, which otherwise keeps freed
     /// memory for some seconds (`Allocator.releaseFreedMemory`); glibc's allocator needs no call
     /// (see `configureAllocatorOnce`).
     public var releaseFreedMemory: (@Sendable () -> Void)?
