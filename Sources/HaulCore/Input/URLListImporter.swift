@@ -36,9 +36,9 @@ public struct URLListImporter {
     /// Asks the process's allocator to give the memory freed so far back to the system; called
     /// after each batch of an import from a descriptor (a file, stdin) that is not `streaming` is
     /// written, so that peak memory stays at about two batches. (Lines given as arguments are
-    /// few, and not followed by a call.) The haul executable sets it for jemalloc, which otherwise keeps freed
-    /// memory for some seconds (`Allocator.releaseFreedMemory`); glibc's allocator needs no call
-    /// (see `configureAllocatorOnce`).
+    /// few, and not followed by a call.) The haul executable sets it for jemalloc, which
+    /// otherwise keeps freed memory for some seconds (`Allocator.releaseFreedMemory`); glibc's
+    /// allocator needs no call (see `configureAllocatorOnce`).
     public var releaseFreedMemory: (@Sendable () -> Void)?
 
     /// How an import feeds a run that goes on meanwhile: small batches (the first smaller
