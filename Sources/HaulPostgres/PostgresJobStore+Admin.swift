@@ -11,14 +11,18 @@ extension PostgresJobStore {
     }
 
     public func attempts(jobID: Int) throws -> [Attempt] {
-        // A running job's open attempt, kept on its row, comes last.
+        // The attempt kept on the job's row comes last: a running job's open attempt, or the
+        // attempt that finished a done job (done_attempt_token, migration 0007).
         try rows("""
             SELECT number, started_at, finished_at, status, error, bytes FROM
-                (SELECT 0 AS is_open, id AS position, number, started_at, finished_at, status, error, bytes FROM attempts WHERE job_id = $1
+                (SELECT 0 AS on_row, id AS position, number, started_at, finished_at, status, error, bytes FROM attempts WHERE job_id = $1
                  UNION ALL
                  SELECT 1, 0, attempts, coalesce(attempt_started_at, updated_at), NULL, NULL, NULL, attempt_start_bytes
-                 FROM jobs WHERE id = $1 AND state = 'running') AS a
-            ORDER BY is_open, position
+                 FROM jobs WHERE id = $1 AND state = 'running'
+                 UNION ALL
+                 SELECT 1, 0, attempts, coalesce(attempt_started_at, finished_at), finished_at, last_status, NULL, received_bytes
+                 FROM jobs WHERE id = $1 AND state = 'done' AND done_attempt_token IS NOT NULL) AS a
+            ORDER BY on_row, position
             """, [.int(jobID)]).map {
             Attempt(number: $0.int(0), startedAt: $0.int(1), finishedAt: $0.optionalInt(2), status: $0.optionalInt(3),
                     error: $0.optionalString(4), bytes: $0.optionalInt(5))
@@ -146,9 +150,16 @@ extension PostgresJobStore {
             for job in jobs {
                 let identity = job.adopt
                 let keepIdentity = identity == nil && job.conditional
+                // The record of the attempt that finished the job leaves its row for attempts
+                // first (migration 0007), as the completion would have written it.
+                try run("""
+                    INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, status, bytes)
+                    SELECT id, attempts, done_attempt_token, coalesce(attempt_started_at, finished_at), finished_at, last_status, received_bytes
+                    FROM jobs WHERE id = $1 AND state = 'done' AND done_attempt_token IS NOT NULL
+                    """, [.int(job.jobID)])
                 changed += try run("""
                     UPDATE jobs SET state = 'queued', attempts = 0, next_attempt_at = 0, last_error = NULL, error_kind = NULL,
-                        finished_at = NULL, updated_at = $1, kept = false,
+                        finished_at = NULL, updated_at = $1, kept = false, done_attempt_token = NULL,
                         placed_size = CASE WHEN $6 THEN placed_size ELSE $2 END,
                         placed_mtime = CASE WHEN $6 THEN placed_mtime ELSE $3 END,
                         placed_inode = CASE WHEN $6 THEN placed_inode ELSE $4 END,

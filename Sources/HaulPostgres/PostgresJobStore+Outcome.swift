@@ -50,8 +50,8 @@ extension PostgresJobStore {
         Set(try rows(Self.completeSQL, completeArgs(items, worker: worker, now: now)).map { $0.int(0) })
     }
 
-    /// Marks done the jobs still held under their tokens, writing their attempts' records; returns
-    /// their ids.
+    /// Marks done the jobs still held under their tokens, each attempt's record kept on its job's
+    /// row (done_attempt_token, migration 0007: one write a job, not two); returns their ids.
     static let completeSQL = """
         WITH o AS (
             SELECT * FROM unnest($2::bigint[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::text[]::bigint[],
@@ -65,13 +65,10 @@ extension PostgresJobStore {
                 lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
                 kept = false, placed_path = o.path, placed_size = o.size, placed_mtime = o.mtime, placed_inode = o.inode,
                 placed_ctime = o.ctime, placed_etag = o.etag, placed_last_modified = o.modified, content_type = o.type,
-                final_url = o.final, placed_sha256 = o.sha, placed_by = coalesce($16, j.lease_owner)
+                final_url = o.final, placed_sha256 = o.sha, placed_by = coalesce($16, j.lease_owner),
+                done_attempt_token = j.lease_token
             FROM o WHERE j.id = o.id AND j.lease_token = o.token AND \(PostgresJobStore.heldRunning)
-            RETURNING j.id, o.token, o.status, o.bytes, j.attempts, j.attempt_started_at
-        ),
-        closed AS (
-            INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, status, bytes)
-            SELECT id, attempts, token, coalesce(attempt_started_at, $1), $1, status, bytes FROM done
+            RETURNING j.id
         )
         SELECT id FROM done
         """

@@ -100,8 +100,12 @@ final class MigrationTests: XCTestCase {
                         ('http://b.example/7',  2, '/d/7', 7, 'cancelled', 1000,  5,   1, 1),
                         ('http://b.example/8',  2, '/d/8', 8, 'done',      400,   400, 1, 1);
                     """)
-                // The running job's attempt is open: before 0016, a record without an end.
-                try old.execute("""
+                // The running job's attempt is open: before 0016, a record without an end; from
+                // 0016 on, on the job's row.
+                try old.execute(applied >= 16 ? """
+                    UPDATE jobs SET attempts = 1, lease_token = 't3', attempt_started_at = 5, attempt_start_bytes = 50
+                        WHERE url = 'https://a.example/3';
+                    """ : """
                     UPDATE jobs SET attempts = 1, lease_token = 't3' WHERE url = 'https://a.example/3';
                     INSERT INTO attempts (job_id, number, lease_token, started_at, bytes)
                         SELECT id, 1, 't3', 5, 50 FROM jobs WHERE url = 'https://a.example/3';

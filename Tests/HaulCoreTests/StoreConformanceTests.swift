@@ -418,6 +418,44 @@ import Testing
         #expect(try queue.job(id: claimed[1].jobID)?.attempts == 0)
     }
 
+    /// The attempt that finishes a job keeps its record on the job's row (done_attempt_token):
+    /// it is listed once, after the job's earlier attempts, while the job is done, and still once,
+    /// in its place, after a refetch moved it to the attempts and the job was fetched again.
+    @Test(arguments: StoreKind.allCases) func theFinishingAttemptIsListedOnceBeforeAndAfterARefetch(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        try fixture.add(urls("a.example", 1), to: queue)
+        func attempt(_ outcome: (Lease) -> Outcome) throws {
+            let lease = try #require(try queue.exchange(request("m/1/1", claim: 1)).claimed.first)
+            var report = request("m/1/1")
+            report.outcomes = [outcome(lease)]
+            #expect(try queue.exchange(report).outcomes == [.recorded])
+        }
+        func listed(_ id: Int) throws -> [String] {
+            try queue.attempts(jobID: id).map {
+                "\($0.number) \($0.status.map(String.init) ?? "-") \($0.error ?? "-") \($0.bytes.map(String.init) ?? "-")"
+                    + ($0.finishedAt == nil ? " open" : "")
+            }
+        }
+        let now = try queue.now()
+        try attempt { .retry(jobID: $0.jobID, token: $0.token, at: now - 1, status: 503, error: "HTTP 503",
+                             progress: Progress(jobID: $0.jobID, token: $0.token, receivedBytes: 0, expectedBytes: nil)) }
+        try attempt { .done(jobID: $0.jobID, token: $0.token, status: 200, bytes: 7) }
+        let id = try #require(try queue.list(JobFilter(limit: 1, afterID: 0)).first?.id)
+        let first = ["1 503 HTTP 503 0", "2 200 - 7"]
+        #expect(try listed(id) == first)
+        let finished = try #require(try queue.attempts(jobID: id).last)
+        let job = try #require(try queue.job(id: id))
+        #expect(finished.finishedAt == job.finishedAt && finished.startedAt <= (job.finishedAt ?? 0))
+        #expect(try queue.refetch([Refetch(jobID: id, adopt: nil, conditional: false)]) == 1)
+        #expect(try listed(id) == first, "a refetch keeps the finished attempt's record, once")
+        #expect(try queue.attempts(jobID: id).last == finished)
+        try attempt { .done(jobID: $0.jobID, token: $0.token, status: 200, bytes: 9) }
+        #expect(try listed(id) == first + ["1 200 - 9"])
+        #expect(try queue.refetch([Refetch(jobID: id, adopt: nil, conditional: false)]) == 1)
+        #expect(try listed(id) == first + ["1 200 - 9"])
+    }
+
     // MARK: Concurrent claimers
 
     /// Four claimers on four connections and threads, 3 hosts with cap 2: every job is done once,

@@ -136,16 +136,20 @@ extension JobQueue {
         try database.rows("\(Job.select) WHERE j.url = ? ORDER BY j.id", [url], Job.init)
     }
 
-    /// The attempts of a job, oldest first (in the order they began); a running job's open
-    /// attempt, kept on its row, comes last.
+    /// The attempts of a job, oldest first (in the order they began); the one kept on its row
+    /// comes last: a running job's open attempt, or the attempt that finished a done job
+    /// (`done_attempt_token`, migration 0017).
     public func attempts(jobID: Int) throws -> [Attempt] {
         try database.rows("""
             SELECT number, started_at, finished_at, status, error, bytes FROM
-                (SELECT 0 AS open, id AS position, number, started_at, finished_at, status, error, bytes FROM attempts WHERE job_id = ?1
+                (SELECT 0 AS on_row, id AS position, number, started_at, finished_at, status, error, bytes FROM attempts WHERE job_id = ?1
                  UNION ALL
                  SELECT 1, 0, attempts, coalesce(attempt_started_at, updated_at), NULL, NULL, NULL, attempt_start_bytes
-                 FROM jobs WHERE id = ?1 AND state = 'running')
-            ORDER BY open, position
+                 FROM jobs WHERE id = ?1 AND state = 'running'
+                 UNION ALL
+                 SELECT 1, 0, attempts, coalesce(attempt_started_at, finished_at), finished_at, last_status, NULL, received_bytes
+                 FROM jobs WHERE id = ?1 AND state = 'done' AND done_attempt_token IS NOT NULL)
+            ORDER BY on_row, position
             """, [jobID]) {
             Attempt(number: $0.int(0), startedAt: $0.int(1), finishedAt: $0.optionalInt(2), status: $0.optionalInt(3),
                     error: $0.optionalString(4), bytes: $0.optionalInt(5))

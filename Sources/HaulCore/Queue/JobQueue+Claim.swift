@@ -101,11 +101,10 @@ extension JobQueue {
                 try take.runBound()
                 guard database.changes == 1 else { continue }
                 // The attempt is open on the job's row (migration 0016); its record is written
-                // when it ends (`closeAttempt`, `expireLeases`).
+                // when it ends (`closeAttempt`, `expireLeases`), or stays on the row when it
+                // finishes the job (`complete`, migration 0017).
                 let job = queued.claimed(token: token, owner: owner, expiresAt: now + leaseMilliseconds,
                                          maxAttempts: maxAttempts, now: now)
-                if openedAttempts.count >= Self.openedAttemptsLimit { openedAttempts.removeAll(keepingCapacity: true) }
-                openedAttempts[job.id] = OpenedAttempt(token: token, number: job.attempts, startedAt: now)
                 sequence += 1
                 lastClaim[host.id] = (sequence, (lastClaim[host.id]?.taken ?? 0) + 1)
                 expectedBytes += queued.expectedBytes ?? 0
@@ -123,10 +122,6 @@ extension JobQueue {
         }
         return leases
     }
-
-    /// At most this many entries in `openedAttempts` (whose lost leases are never removed):
-    /// far more than any run holds at once.
-    static let openedAttemptsLimit = 1 << 16
 
     /// Returns every running job whose lease has expired to the queue — or fails it, when it
     /// has used all its attempts — and writes the record of its open attempt. An attempt whose job's

@@ -44,7 +44,8 @@ extension JobQueue {
         }
     }
 
-    /// Marks a job done. Throws `StaleLeaseError` when `token` no longer holds it.
+    /// Marks a job done. Throws `StaleLeaseError` when `token` no longer holds it. The record of
+    /// the attempt that did it stays on the job's row (see `attempts(jobID:)`, `refetch`).
     public func complete(jobID: Int, token: String, status: Int, bytes: Int, placed: PlacedFile? = nil, placedBy: String? = nil) throws {
         try database.transaction(.write) {
             var done = DoneTally()
@@ -66,7 +67,7 @@ extension JobQueue {
                     lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
                     kept = 0, placed_path = ?4, placed_size = ?5, placed_mtime = ?6, placed_inode = ?7, placed_ctime = ?8,
                     placed_etag = ?9, placed_last_modified = ?10, content_type = ?11, final_url = ?12, placed_sha256 = ?13,
-                    placed_by = coalesce(?14, lease_owner)
+                    placed_by = coalesce(?14, lease_owner), done_attempt_token = lease_token
                 WHERE id = ?15 AND lease_token = ?16 AND state = 'running'
                 """)
             update.reset()
@@ -89,7 +90,8 @@ extension JobQueue {
             try update.bind(token, at: 16)
             try update.runBound()
             guard database.changes == 1 else { throw StaleLeaseError(jobID: jobID) }
-            try recordCompletedAttempt(jobID: jobID, token: token, now: now, status: status, bytes: bytes)
+            // The attempt's record stays on the row (done_attempt_token, migration 0017): one
+            // write a file, not two. `refetch` writes it to attempts when the job goes again.
             tally.jobs += 1
             tally.bytes += bytes
         }
@@ -217,40 +219,9 @@ extension JobQueue {
             """, status, reason, FailureKind.of(reason), now, now, jobID)
     }
 
-    /// Writes the record of a completed job's attempt, once `complete`'s update (which checked
-    /// `token` and left the job's attempt number and start as they were) has run. One row of
-    /// bound values when this connection opened the attempt (`openedAttempts`), the cheapest
-    /// write there is: `closeAttempt`'s INSERT … SELECT gets a statement journal of its own
-    /// from SQLite (it may insert several rows, with a foreign key to check), about 10 k
-    /// instructions a file under callgrind, and reading the two values by subqueries about 6 k.
-    private func recordCompletedAttempt(jobID: Int, token: String, now: Int, status: Int, bytes: Int) throws {
-        if let opened = openedAttempts.removeValue(forKey: jobID), opened.token == token {
-            let record = try database.statement("""
-                INSERT OR FAIL INTO attempts (job_id, number, lease_token, started_at, finished_at, status, bytes)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                """)
-            record.reset()
-            try record.bind(jobID, at: 1)
-            try record.bind(opened.number, at: 2)
-            try record.bind(token, at: 3)
-            try record.bind(opened.startedAt, at: 4)
-            try record.bind(now, at: 5)
-            try record.bind(status, at: 6)
-            try record.bind(bytes, at: 7)
-            try record.runBound()
-            return
-        }
-        try database.run("""
-            INSERT OR FAIL INTO attempts (job_id, number, lease_token, started_at, finished_at, status, bytes)
-            VALUES (?4, (SELECT attempts FROM jobs WHERE id = ?4), ?5,
-                    (SELECT coalesce(attempt_started_at, finished_at) FROM jobs WHERE id = ?4), ?1, ?2, ?3)
-            """, now, status, bytes, jobID, token)
-    }
-
     /// Writes the record of the job's open attempt, ended now; call it while `token` still holds
     /// the job (before the update that moves the job on). Nothing is written for a stale token.
     private func closeAttempt(jobID: Int, token: String, now: Int, status: Int?, error: String?, bytes: Int?) throws {
-        openedAttempts[jobID] = nil
         let close = try database.statement("""
             INSERT OR FAIL INTO attempts (job_id, number, lease_token, started_at, finished_at, status, error, bytes)
             SELECT id, attempts, lease_token, coalesce(attempt_started_at, updated_at), ?1, ?2, ?3, ?4

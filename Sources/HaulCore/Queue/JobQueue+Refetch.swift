@@ -24,9 +24,16 @@ extension JobQueue {
     public func refetch(_ jobs: [Refetch]) throws -> Int {
         let now = clock()
         return try database.transaction(.write) {
+            // The record of the attempt that finished the job leaves its row for attempts first
+            // (migration 0017), as `complete` would have written it.
+            let record = try database.statement("""
+                INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, status, bytes)
+                SELECT id, attempts, done_attempt_token, coalesce(attempt_started_at, finished_at), finished_at, last_status, received_bytes
+                FROM jobs WHERE id = ? AND state = 'done' AND done_attempt_token IS NOT NULL
+                """)
             let update = try database.statement("""
                 UPDATE jobs SET state = 'queued', attempts = 0, next_attempt_at = 0, last_error = NULL, error_kind = NULL, finished_at = NULL,
-                    updated_at = ?1, kept = 0,
+                    updated_at = ?1, kept = 0, done_attempt_token = NULL,
                     placed_size = CASE WHEN ?6 THEN placed_size ELSE ?2 END,
                     placed_mtime = CASE WHEN ?6 THEN placed_mtime ELSE ?3 END,
                     placed_inode = CASE WHEN ?6 THEN placed_inode ELSE ?4 END,
@@ -39,6 +46,7 @@ extension JobQueue {
             for job in jobs {
                 let identity = job.adopt
                 let keepIdentity = identity == nil && job.conditional
+                try record.run([job.jobID])
                 try counting(job.jobID) {
                     try update.run([now, identity?.stored.size, identity?.stored.modified,
                                     identity?.stored.inode, identity?.stored.changed,

@@ -24,17 +24,6 @@ public final class JobQueue {
     public var clock: @Sendable () -> Int = { Int(Date().timeIntervalSince1970 * 1000) }
     /// When `exchange` last looked for expired leases (Unix ms).
     var lastExpiry = Int.min / 2
-    /// The attempts this connection opened by its claims, by job id: what a completion's record
-    /// needs from the job's row (its number and start), kept so the record is one INSERT of bound
-    /// values (see `recordCompletedAttempt`). A cache: an entry counts only for its own token.
-    var openedAttempts: [Int: OpenedAttempt] = [:]
-
-    struct OpenedAttempt {
-        let token: String
-        let number: Int
-        let startedAt: Int
-    }
-
     public init(database: Database) {
         self.database = database
     }

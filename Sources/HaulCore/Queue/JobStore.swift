@@ -69,7 +69,8 @@ public protocol JobStore: AnyObject {
     func job(id: Int) throws -> Job?
     /// The jobs fetching `url` (one per destination).
     func jobs(url: String) throws -> [Job]
-    /// The attempts of a job, in the order they began.
+    /// The attempts of a job, in the order they began, each once, whether its record is kept on
+    /// the job's row (a running job's open attempt, a done job's last) or written apart.
     func attempts(jobID: Int) throws -> [Attempt]
     /// Jobs in id order, filtered.
     func list(_ filter: JobFilter) throws -> [Job]
