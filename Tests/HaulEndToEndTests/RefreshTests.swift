@@ -55,6 +55,17 @@ final class RefreshTests: XCTestCase {
         XCTAssertEqual(events.last?["unchanged"] as? Int, 1)
         XCTAssertEqual(try h.show(2)["etag"] as? String, "\"v2\"", "the new file's validator is recorded")
         XCTAssertEqual(h.tempFiles(), [])
+        // Each job's history keeps the attempt that placed its first file (its record stays on
+        // the job's row until the refresh), then the refresh's own.
+        for (id, attempts) in [(1, ["status 200, 4000 bytes", "status 304, 0 bytes"]),
+                               (2, ["status 200, 4000 bytes", "status 200, 5000 bytes"])] {
+            let shown = try h.run(["show", String(id)])
+            let lines = shown.stdoutLines.filter { $0.hasPrefix("  attempt ") || $0.hasPrefix("  (attempts") }
+            XCTAssertEqual(lines.count, 3, "job \(id): " + shown.stdoutText)
+            XCTAssertTrue(lines.first?.hasPrefix("  attempt 1: ") == true && lines.first?.hasSuffix(attempts[0]) == true, shown.stdoutText)
+            XCTAssertEqual(lines.dropFirst().first, "  (attempts counted again from 1: queued again by retry, refresh or verify --fix)")
+            XCTAssertTrue(lines.last?.hasPrefix("  attempt 1: ") == true && lines.last?.hasSuffix(attempts[1]) == true, shown.stdoutText)
+        }
 
         XCTAssertEqual(try h.run(["refresh", "3", "--force"]).status, 0)
         XCTAssertEqual(try h.run(["run"]).status, 0)

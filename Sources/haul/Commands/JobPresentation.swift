@@ -86,7 +86,7 @@ enum JobPresentation {
         var lastCounted = 0
         for attempt in attempts {
             if attempt.wasCounted {
-                if attempt.number <= lastCounted { lines.append("  (attempts counted again from 1: haul retry)") }
+                if attempt.number <= lastCounted { lines.append("  (attempts counted again from 1: queued again by retry, refresh or verify --fix)") }
                 lastCounted = attempt.number
             }
             var text = attempt.wasCounted ? "  attempt \(attempt.number): " : "  not counted:  "
