@@ -151,13 +151,19 @@ extension PostgresJobStore {
                 let identity = job.adopt
                 let keepIdentity = identity == nil && job.conditional
                 // The record of the attempt that finished the job leaves its row for attempts
-                // first (migration 0007), as the completion would have written it.
-                try run("""
-                    INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, status, bytes)
-                    SELECT id, attempts, done_attempt_token, coalesce(attempt_started_at, finished_at), finished_at, last_status, received_bytes
-                    FROM jobs WHERE id = $1 AND state = 'done' AND done_attempt_token IS NOT NULL
-                    """, [.int(job.jobID)])
+                // first (migration 0007), as the completion would have written it. The row is
+                // locked before the record is written (`old`): a concurrent refetch of the same
+                // job waits, then finds it queued and writes nothing.
                 changed += try run("""
+                    WITH old AS (
+                        SELECT id, attempts, done_attempt_token, attempt_started_at, finished_at, last_status, received_bytes
+                        FROM jobs WHERE id = $8 AND state = 'done' FOR UPDATE
+                    ),
+                    record AS (
+                        INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, status, bytes)
+                        SELECT id, attempts, done_attempt_token, coalesce(attempt_started_at, finished_at), finished_at, last_status, received_bytes
+                        FROM old WHERE done_attempt_token IS NOT NULL
+                    )
                     UPDATE jobs SET state = 'queued', attempts = 0, next_attempt_at = 0, last_error = NULL, error_kind = NULL,
                         finished_at = NULL, updated_at = $1, kept = false, done_attempt_token = NULL,
                         placed_size = CASE WHEN $6 THEN placed_size ELSE $2 END,
@@ -166,7 +172,7 @@ extension PostgresJobStore {
                         placed_ctime = CASE WHEN $6 THEN placed_ctime ELSE $5 END,
                         placed_etag = CASE WHEN $7 THEN placed_etag END,
                         placed_last_modified = CASE WHEN $7 THEN placed_last_modified END
-                    WHERE id = $8 AND state = 'done'
+                    WHERE id IN (SELECT id FROM old)
                     """, [.int(now), .int(identity?.stored.size), .int(identity?.stored.modified),
                           .int(identity?.stored.inode), .int(identity?.stored.changed),
                           .bool(keepIdentity), .bool(job.conditional), .int(job.jobID)])

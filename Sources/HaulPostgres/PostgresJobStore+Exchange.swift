@@ -624,7 +624,7 @@ extension PostgresJobStore {
 
     /// Takes up to `counts[i]` due jobs of `hosts[i]`, for every i, in one statement: each gets a
     /// fresh lease token and its attempt counted and opened on its row (its record is written when
-    /// it ends).
+    /// it ends, or stays on the row when it finishes the job: migration 0007).
     private func take(hosts: [Int], counts: [Int], _ request: Exchange, now: Int) throws -> [Lease] {
         try rows(Self.takeSQL, [.ints(hosts), .ints(counts), .int(now), .int(request.maxAttempts), .text(request.owner),
                                 .int(now + request.leaseMilliseconds)]).map { row in
@@ -646,7 +646,8 @@ extension PostgresJobStore {
                 -- (see JobQueue.newToken); fencing needs them unique per job, not across the queue.
                 -- "= ANY(ARRAY(…))", not a join: the exchange runs on generic plans, which cannot
                 -- know how few jobs were picked, and a join may then hash the whole jobs table.
-                -- The attempt opens on the job's row (migration 0006); its record is written when it ends.
+                -- The attempt opens on the job's row (migration 0006); its record is written when it ends,
+                -- or stays on the row when it finishes the job (migration 0007).
                 UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, max_attempts = coalesce($4, j.max_attempts),
                     lease_token = left(replace(gen_random_uuid()::text, '-', ''), 15), lease_owner = $5, lease_expires_at = $6, updated_at = $3,
                     attempt_started_at = $3, attempt_start_bytes = j.received_bytes

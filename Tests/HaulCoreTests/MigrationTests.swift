@@ -110,6 +110,12 @@ final class MigrationTests: XCTestCase {
                     INSERT INTO attempts (job_id, number, lease_token, started_at, bytes)
                         SELECT id, 1, 't3', 5, 50 FROM jobs WHERE url = 'https://a.example/3';
                     """)
+                // A done job finished before 0017: its attempt's record is in attempts.
+                try old.execute("""
+                    UPDATE jobs SET attempts = 1, last_status = 200, finished_at = 8 WHERE url = 'https://a.example/4';
+                    INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, status, bytes)
+                        SELECT id, 1, 't4', 7, 8, 200, 300 FROM jobs WHERE url = 'https://a.example/4';
+                    """)
                 // Before 0006 the one checksum was a sha256, in its own column, as bare hex.
                 let checksumColumn = oldVersions.contains(6) ? "checksum" : "sha256"
                 let checksumValue = oldVersions.contains(6) ? "sha256=" + Self.sha256 : Self.sha256
@@ -176,6 +182,12 @@ final class MigrationTests: XCTestCase {
             try assertStateCheckIsComparisons(database, "upgraded from v\(applied)")
             XCTAssertEqual(try queue.status().counts[.running], 4)
             XCTAssertEqual(try QueueInvariants.integrityCheck(database), ["ok"])
+            // The done job's record, written before 0017, is listed once, before a refetch and after.
+            let done = try XCTUnwrap(try queue.jobs(url: "https://a.example/4").first)
+            let record = { try queue.attempts(jobID: done.id).map { "\($0.number) \($0.startedAt) \($0.finishedAt ?? -1) \($0.status ?? -1) \($0.bytes ?? -1)" } }
+            XCTAssertEqual(try record(), ["1 7 8 200 300"], "from v\(applied)")
+            XCTAssertEqual(try queue.refetch([Refetch(jobID: done.id, adopt: nil, conditional: false)]), 1)
+            XCTAssertEqual(try record(), ["1 7 8 200 300"], "from v\(applied)")
         }
     }
 

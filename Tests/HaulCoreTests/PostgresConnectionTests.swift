@@ -409,6 +409,75 @@ struct PostgresConnectionTests {
         #expect(try connection.query("SELECT count(*) FROM attempts WHERE finished_at IS NULL").first?.int(0) == 0)
     }
 
+    /// A job finished before 0007 has its record in attempts, and none on its row: it is listed
+    /// once after the upgrade, and still once after a refetch.
+    @Test func upgradeListsAJobFinishedBeforeItOnce() throws {
+        let location = try freshDatabase()
+        let connection = try PostgresConnection(url: location)
+        try PostgresMigrator(migrations: Array(Migration.postgresEmbedded.prefix(6))).migrate(connection)
+        try connection.run("INSERT INTO hosts (host) VALUES ('a.example:443')")
+        try connection.run("""
+            INSERT INTO jobs (url, host_id, destination, destination_key, state, attempts, last_status, received_bytes,
+                              attempt_started_at, finished_at, created_at, updated_at)
+            VALUES ('https://a.example/1', (SELECT id FROM hosts), '/d/1', 1, 'done', 1, 200, 50, 5, 6, 1, 6)
+            """)
+        try connection.run("""
+            INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, status, bytes)
+                SELECT id, 1, 't1', 5, 6, 200, 50 FROM jobs
+            """)
+        try PostgresMigrator().migrate(connection)
+        let store = try PostgresJobStore(url: location)
+        let id = try #require(try connection.query("SELECT id FROM jobs").first?.int(0))
+        let listed = { try store.attempts(jobID: id).map { "\($0.number) \($0.startedAt) \($0.finishedAt ?? -1) \($0.status ?? -1) \($0.bytes ?? -1)" } }
+        #expect(try listed() == ["1 5 6 200 50"])
+        #expect(try store.refetch([Refetch(jobID: id, adopt: nil, conditional: false)]) == 1)
+        #expect(try listed() == ["1 5 6 200 50"])
+        #expect(try connection.query("SELECT count(*) FROM attempts").first?.int(0) == 1)
+    }
+
+    /// Two refetches of one done job at once write its finished attempt's record once: the
+    /// second waits for the first's lock on the job, then finds it queued and writes nothing.
+    /// (The first is played by a bare connection, holding the lock until the second waits.)
+    @Test func concurrentRefetchesRecordTheFinishedAttemptOnce() throws {
+        let location = try freshDatabase()
+        let connection = try PostgresConnection(url: location)
+        try PostgresMigrator().migrate(connection)
+        try connection.run("INSERT INTO hosts (host) VALUES ('a.example:443')")
+        try connection.run("""
+            INSERT INTO jobs (url, host_id, destination, destination_key, state, attempts, last_status, received_bytes,
+                              attempt_started_at, finished_at, done_attempt_token, created_at, updated_at)
+            VALUES ('https://a.example/1', (SELECT id FROM hosts), '/d/1', 1, 'done', 1, 200, 50, 5, 6, 't1', 1, 6)
+            """)
+        let id = try #require(try connection.query("SELECT id FROM jobs").first?.int(0))
+        try connection.execute("BEGIN")
+        _ = try connection.query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE", [.int(id)])
+        let second = Mutex<Result<Int, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let result = Result { try PostgresJobStore(url: location).refetch([Refetch(jobID: id, adopt: nil, conditional: false)]) }
+            second.withLock { $0 = result }
+            done.signal()
+        }
+        // The event awaited: the second refetch waits on the first's lock.
+        let watcher = try PostgresConnection(url: location)
+        let deadline = Date().addingTimeInterval(20)
+        while try watcher.query("""
+            SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+            """).first?.int(0) != 1 {
+            try #require(Date() < deadline, "the second refetch never waited for the first")
+        }
+        // The first refetch, as the store makes it, then its commit.
+        try connection.execute("""
+            INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, status, bytes)
+                SELECT id, attempts, done_attempt_token, attempt_started_at, finished_at, last_status, received_bytes FROM jobs;
+            UPDATE jobs SET state = 'queued', attempts = 0, finished_at = NULL, done_attempt_token = NULL;
+            COMMIT
+            """)
+        #expect(done.wait(timeout: .now() + 20) == .success)
+        #expect(try second.withLock { try $0?.get() } == 0, "the job was no longer done")
+        #expect(try connection.query("SELECT count(*) FROM attempts").first?.int(0) == 1)
+    }
+
     @Test func embeddedMigrationsEqualTheFiles() throws {
         let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Migrations/postgres")

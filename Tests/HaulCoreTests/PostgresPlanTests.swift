@@ -14,7 +14,8 @@ struct PostgresPlanTests {
         let store = try fixture.open()
         // 20,000 jobs of a few hosts with many jobs each (the shape that tempts the planner to
         // hash a table) or of many hosts, most done, a few hundred running (their attempts open
-        // on their rows), each ended attempt recorded; with fresh statistics.
+        // on their rows), each ended attempt recorded in attempts (as in a queue whose jobs finished
+        // before migration 0007); with fresh statistics.
         try fixture.add((0..<20_000).map { "http://127.0.0.\($0 % hosts % 100 + 2):\(8000 + $0 % hosts / 100)/f\($0)" }, to: store)
         let connection = try PostgresConnection(url: fixture.location)
         try connection.execute("""

@@ -73,7 +73,7 @@ final class QueueClaimTests: XCTestCase {
 
     /// An attempt's record is the same whichever connection ends it, the claimer's or another
     /// one: both read it from the job's row (a finishing attempt's record stays there).
-    func testAnAttemptsRecordIsWrittenWhenItEndsFromAnyConnection() throws {
+    func testAFinishedAttemptIsListedTheSameFromAnyConnection() throws {
         let clock = TestClock()
         clock.set(1_000)
         let (queue, directory) = try makeQueue(clock: clock)

@@ -87,7 +87,7 @@ final class QueueExchangeTests: XCTestCase {
         XCTAssertEqual(claimed.count, inHand, "at most the store's rounds times the cap in hand per host")
         XCTAssertTrue(claimed.allSatisfy { $0.job.attempts == 1 && $0.job.state == .running })
         XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM jobs WHERE state = 'running' AND attempt_started_at IS NOT NULL"), inHand)
-        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM attempts"), 0, "an attempt's record is written when it ends")
+        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM attempts"), 0, "an open attempt's record is on its job's row")
 
         var outcomes = request("m/1/1")
         outcomes.outcomes = [
@@ -135,6 +135,7 @@ final class QueueExchangeTests: XCTestCase {
         }
         XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM jobs WHERE state = 'queued'"), 3, "nothing more claimed")
         XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM attempts WHERE finished_at IS NOT NULL"), 0)
+        XCTAssertEqual(try queue.database.scalarInt("SELECT count(*) FROM jobs WHERE done_attempt_token IS NOT NULL"), 0)
         XCTAssertEqual(try totals(), before)
         try assertCountersConsistent(queue.database)
         // The same exchange goes through once nothing refuses it.

@@ -454,6 +454,10 @@ import Testing
         #expect(try listed(id) == first + ["1 200 - 9"])
         #expect(try queue.refetch([Refetch(jobID: id, adopt: nil, conditional: false)]) == 1)
         #expect(try listed(id) == first + ["1 200 - 9"])
+        // A job that ends otherwise after a refetch (here: unchanged, 304) has its record written
+        // apart, and nothing left on its row from the attempt before.
+        try attempt { .unchanged(jobID: $0.jobID, token: $0.token) }
+        #expect(try listed(id) == first + ["1 200 - 9", "1 304 - 0"])
     }
 
     // MARK: Concurrent claimers

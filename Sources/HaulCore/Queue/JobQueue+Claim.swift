@@ -28,7 +28,8 @@ extension JobQueue {
     /// other processes are included (less the claimer's own `finished` leases). Hosts are
     /// visited round-robin (least recently claimed first), so a host with a million jobs does
     /// not starve one with ten. Each claimed job gets a fresh lease token, and its attempt is
-    /// counted and opened on its row now (its record is written when it ends).
+    /// counted and opened on its row now (its record is written when it ends, or stays on the
+    /// row when it finishes the job).
     ///
     /// This is the claim of a claimer without slots (tests, tools): its running jobs are its cap.
     /// `haul run` claims through `exchange`, where slots hold the cap and claimed jobs wait in
