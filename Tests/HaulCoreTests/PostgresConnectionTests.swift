@@ -384,13 +384,21 @@ struct PostgresConnectionTests {
         #expect(try connection.query("SELECT folder FROM job_folders ORDER BY folder").map { $0.string(0) } == ["", "/d/", "/d/sub/"])
     }
 
+    /// A fresh database with the first `migrations` PostgreSQL migrations applied (nil: all) and
+    /// one host, a.example:443 (no jobs); and a connection to it.
+    private func queueOfOneHost(migrations: Int?) throws -> (location: String, connection: PostgresConnection) {
+        let location = try freshDatabase()
+        let connection = try PostgresConnection(url: location)
+        let migrator = migrations.map { PostgresMigrator(migrations: Array(Migration.postgresEmbedded.prefix($0))) } ?? PostgresMigrator()
+        try migrator.migrate(connection)
+        try connection.run("INSERT INTO hosts (host) VALUES ('a.example:443')")
+        return (location, connection)
+    }
+
     /// A queue made before 0006 holds its running jobs' open attempts as records without an end:
     /// the upgrade moves them onto their jobs, where `show` still lists them as open.
     @Test func upgradeMovesOpenAttemptsOntoTheirJobs() throws {
-        let location = try freshDatabase()
-        let connection = try PostgresConnection(url: location)
-        try PostgresMigrator(migrations: Array(Migration.postgresEmbedded.prefix(5))).migrate(connection)
-        try connection.run("INSERT INTO hosts (host) VALUES ('a.example:443')")
+        let (location, connection) = try queueOfOneHost(migrations: 5)
         try connection.run("""
             INSERT INTO jobs (url, host_id, destination, destination_key, state, attempts, lease_token, created_at, updated_at)
             VALUES ('https://a.example/1', (SELECT id FROM hosts), '/d/1', 1, 'running', 2, 't1', 1, 1)
@@ -412,10 +420,7 @@ struct PostgresConnectionTests {
     /// A job finished before 0007 has its record in attempts, and none on its row: it is listed
     /// once after the upgrade, and still once after a refetch.
     @Test func upgradeListsAJobFinishedBeforeItOnce() throws {
-        let location = try freshDatabase()
-        let connection = try PostgresConnection(url: location)
-        try PostgresMigrator(migrations: Array(Migration.postgresEmbedded.prefix(6))).migrate(connection)
-        try connection.run("INSERT INTO hosts (host) VALUES ('a.example:443')")
+        let (location, connection) = try queueOfOneHost(migrations: 6)
         try connection.run("""
             INSERT INTO jobs (url, host_id, destination, destination_key, state, attempts, last_status, received_bytes,
                               attempt_started_at, finished_at, created_at, updated_at)
@@ -439,10 +444,7 @@ struct PostgresConnectionTests {
     /// second waits for the first's lock on the job, then finds it queued and writes nothing.
     /// (The first is played by a bare connection, holding the lock until the second waits.)
     @Test func concurrentRefetchesRecordTheFinishedAttemptOnce() throws {
-        let location = try freshDatabase()
-        let connection = try PostgresConnection(url: location)
-        try PostgresMigrator().migrate(connection)
-        try connection.run("INSERT INTO hosts (host) VALUES ('a.example:443')")
+        let (location, connection) = try queueOfOneHost(migrations: nil)
         try connection.run("""
             INSERT INTO jobs (url, host_id, destination, destination_key, state, attempts, last_status, received_bytes,
                               attempt_started_at, finished_at, done_attempt_token, created_at, updated_at)
