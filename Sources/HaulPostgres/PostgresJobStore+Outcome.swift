@@ -58,19 +58,16 @@ extension PostgresJobStore {
                                  $8::text[]::bigint[], $9::text[]::bigint[], $10::text[]::bigint[], $11::text[], $12::text[],
                                  $13::text[], $14::text[], $15::text[])
                 AS o(id, token, status, bytes, path, size, mtime, inode, ctime, etag, modified, type, final, sha)
-        ),
-        done AS (
-            UPDATE jobs j SET state = 'done', last_status = o.status, last_error = NULL, error_kind = NULL,
-                received_bytes = o.bytes, expected_bytes = o.bytes, finished_at = $1, updated_at = $1,
-                lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
-                kept = false, placed_path = o.path, placed_size = o.size, placed_mtime = o.mtime, placed_inode = o.inode,
-                placed_ctime = o.ctime, placed_etag = o.etag, placed_last_modified = o.modified, content_type = o.type,
-                final_url = o.final, placed_sha256 = o.sha, placed_by = coalesce($16, j.lease_owner),
-                done_attempt_token = j.lease_token
-            FROM o WHERE j.id = o.id AND j.lease_token = o.token AND \(PostgresJobStore.heldRunning)
-            RETURNING j.id
         )
-        SELECT id FROM done
+        UPDATE jobs j SET state = 'done', last_status = o.status, last_error = NULL, error_kind = NULL,
+            received_bytes = o.bytes, expected_bytes = o.bytes, finished_at = $1, updated_at = $1,
+            lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, etag = NULL, last_modified = NULL,
+            kept = false, placed_path = o.path, placed_size = o.size, placed_mtime = o.mtime, placed_inode = o.inode,
+            placed_ctime = o.ctime, placed_etag = o.etag, placed_last_modified = o.modified, content_type = o.type,
+            final_url = o.final, placed_sha256 = o.sha, placed_by = coalesce($16, j.lease_owner),
+            done_attempt_token = j.lease_token
+        FROM o WHERE j.id = o.id AND j.lease_token = o.token AND \(PostgresJobStore.heldRunning)
+        RETURNING j.id
         """
 
     func completeArgs(_ items: [Completion], worker: String, now: Int) -> [Arg] {
