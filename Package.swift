@@ -41,6 +41,8 @@ let package = Package(
             pkgConfig: "jemalloc",
             providers: [.apt(["libjemalloc-dev"])]
         ),
+        // The executable's settings for jemalloc (`malloc_conf`, read before main).
+        .target(name: "CJemallocConf", path: "Sources/CJemallocConf"),
         // Build-time tool: turns Migrations/*.sql into Swift source so the binary carries them.
         .executableTarget(name: "MigrationEmbedder", path: "Sources/MigrationEmbedder"),
         .plugin(
@@ -67,7 +69,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "haul",
-            dependencies: ["HaulCore", "HaulPostgres", "CJemalloc"],
+            dependencies: ["HaulCore", "HaulPostgres", "CJemalloc", "CJemallocConf"],
             path: "Sources/haul"
         ),
         // The queue benchmark (Benchmarks/run, workload Q): concurrent claimers through the

@@ -14,7 +14,8 @@ import CJemalloc
 /// page cache so that every run has the same kind of memory), jemalloc ran A in 0.72 s instead
 /// of 0.77 s, with about 5 % less CPU; mimalloc did as well. callgrind counts about the same
 /// instructions with either: the gain is in what they cost (cache misses, locks, page faults),
-/// not in their number. See Benchmarks/RESULTS.md.
+/// not in their number. See Benchmarks/RESULTS.md. Its settings (`malloc_conf`, read before
+/// `main`) are in Sources/CJemallocConf: each thread keeps freed blocks of up to 128 KiB.
 ///
 /// Guarantees: `version` is "jemalloc/VERSION" only when the process's `malloc` is jemalloc's (a
 /// megabyte taken by `malloc` shows in jemalloc's count of this thread's allocations), else

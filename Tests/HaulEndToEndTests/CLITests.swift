@@ -44,6 +44,15 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(version.stdoutLines.last?.hasPrefix("jemalloc/5.") == true, version.stdoutText)
     }
 
+    /// The executable's own jemalloc settings (Sources/CJemallocConf) are in effect: jemalloc
+    /// prints its options at exit when asked to by MALLOC_CONF, which adds to them.
+    func testTheAllocatorKeepsLargerBlocksPerThread() throws {
+        let result = try haul(["--version"], environment: ["MALLOC_CONF": "stats_print:true"])
+        XCTAssertEqual(result.status, 0)
+        XCTAssertTrue(result.stderrLines.contains { $0.trimmingCharacters(in: .whitespaces) == "opt.tcache_max: 131072" },
+                      result.stderrLines.filter { $0.contains("tcache_max") }.joined(separator: "\n"))
+    }
+
     /// Every command the top-level help lists (so also ones added later) answers --help.
     func testEveryCommandHasHelp() throws {
         let top = try haul(["--help"]).stdoutText
