@@ -41,8 +41,6 @@ let package = Package(
             pkgConfig: "jemalloc",
             providers: [.apt(["libjemalloc-dev"])]
         ),
-        // The executable's settings for jemalloc (`malloc_conf`, read before main).
-        .target(name: "CJemallocConf", path: "Sources/CJemallocConf"),
         // Build-time tool: turns Migrations/*.sql into Swift source so the binary carries them.
         .executableTarget(name: "MigrationEmbedder", path: "Sources/MigrationEmbedder"),
         .plugin(
@@ -51,7 +49,7 @@ let package = Package(
             dependencies: ["MigrationEmbedder"],
             path: "Sources/EmbedMigrationsPlugin"
         ),
-        // syncfs(2), which Swift's Glibc module does not show.
+        // syncfs(2) and the other Linux calls Swift's Glibc module does not show; jemalloc's settings.
         .target(name: "CFileSync", path: "Sources/CFileSync"),
         .target(
             name: "HaulCore",
@@ -69,7 +67,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "haul",
-            dependencies: ["HaulCore", "HaulPostgres", "CJemalloc", "CJemallocConf"],
+            dependencies: ["HaulCore", "HaulPostgres", "CJemalloc"],
             path: "Sources/haul"
         ),
         // The queue benchmark (Benchmarks/run, workload Q): concurrent claimers through the

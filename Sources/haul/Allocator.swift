@@ -15,7 +15,9 @@ import CJemalloc
 /// of 0.77 s, with about 5 % less CPU; mimalloc did as well. callgrind counts about the same
 /// instructions with either: the gain is in what they cost (cache misses, locks, page faults),
 /// not in their number. See Benchmarks/RESULTS.md. Its settings (`malloc_conf`, read before
-/// `main`) are in Sources/CJemallocConf: each thread keeps freed blocks of up to 128 KiB.
+/// `main`) are in Sources/CFileSync/CFileSync.c, haul's one C file: each thread keeps freed
+/// blocks of up to 128 KiB. (In a C target of its own, holding nothing else, the executable's
+/// debugging information could no longer be read by valgrind 3.19.)
 ///
 /// Guarantees: `version` is "jemalloc/VERSION" only when the process's `malloc` is jemalloc's (a
 /// megabyte taken by `malloc` shows in jemalloc's count of this thread's allocations), else

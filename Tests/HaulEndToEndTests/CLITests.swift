@@ -44,7 +44,7 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(version.stdoutLines.last?.hasPrefix("jemalloc/5.") == true, version.stdoutText)
     }
 
-    /// The executable's own jemalloc settings (Sources/CJemallocConf) are in effect: jemalloc
+    /// The executable's own jemalloc settings (`malloc_conf` in Sources/CFileSync/CFileSync.c) are in effect: jemalloc
     /// prints its options at exit when asked to by MALLOC_CONF, which adds to them.
     func testTheAllocatorKeepsLargerBlocksPerThread() throws {
         let result = try haul(["--version"], environment: ["MALLOC_CONF": "stats_print:true"])
