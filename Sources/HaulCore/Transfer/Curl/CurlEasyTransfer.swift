@@ -82,6 +82,13 @@ final class CurlEasyTransfer: @unchecked Sendable {
 
     // MARK: Options
 
+    /// Whether the environment names any proxy variable (`http_proxy`, `HTTPS_PROXY`,
+    /// `no_proxy`…: any name ending in `_proxy`, in any case), read once: haul never changes its
+    /// environment. Where none is set, libcurl would find none either.
+    static let proxyVariablesSet: Bool = ProcessInfo.processInfo.environment.keys.contains {
+        $0.lowercased().hasSuffix("_proxy")
+    }
+
     /// Sets every option of this hop on `easy` (already reset).
     func configure(_ easy: CurlEasy, options: CurlTransport.Options) {
         self.easy = easy
@@ -107,7 +114,14 @@ final class CurlEasyTransfer: @unchecked Sendable {
             easy.set(CURLOPT_SSL_VERIFYPEER, 0)
             easy.set(CURLOPT_SSL_VERIFYHOST, 0)
         }
-        if let proxy = connection.proxy { easy.set(CURLOPT_PROXY, proxy) }
+        if let proxy = connection.proxy {
+            easy.set(CURLOPT_PROXY, proxy)
+        } else if !Self.proxyVariablesSet {
+            // No proxy variable at all: say so, so libcurl does not look for them in the
+            // environment again for every transfer (five getenv calls a file).
+            easy.set(CURLOPT_PROXY, "")
+            if connection.noProxy == nil { easy.set(CURLOPT_NOPROXY, "") }
+        }
         if let hosts = connection.noProxy { easy.set(CURLOPT_NOPROXY, hosts) }
         if connection.http11Only { easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1)) }
         // .netrc credentials are looked up for the job's own origin only, like the credential
