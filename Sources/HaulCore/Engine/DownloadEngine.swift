@@ -498,10 +498,6 @@ private final class Runner: @unchecked Sendable {
                 temp: temp, expectedChecksum: checksum, storedValidator: storedValidator,
                 storedTotal: job.expectedBytes.map(Int64.init), recordSHA256: options.recordSHA256, conditional: conditional,
                 unnamed: true,
-                // A temp file under the job's name is left only by an earlier attempt: a kill -9
-                // counted it (the claim did), and one stopped uncounted (`release`) or ended by
-                // `retry` named it only once it had a validator, which the job then records.
-                lookForEarlier: job.attempts > 1 || storedValidator != nil || job.receivedBytes > 0,
                 onAccepted: { [weak self] snapshot in
                     // Record the validator and length before the body, so a kill -9 mid-body can
                     // resume. Small files are cheaper to fetch again than to record twice.
