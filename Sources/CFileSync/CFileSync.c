@@ -83,7 +83,8 @@ int haul_way_has_no_links(const char *folder) {
 // jemalloc's settings for the haul executable (see Sources/haul/Allocator.swift), read by jemalloc
 // once, when the process first allocates (before main): the variable jemalloc documents for a
 // program to set. MALLOC_CONF in the environment is read after it and may add to it. Other
-// programs linking this shim without jemalloc never read it.
+// programs linking this shim without jemalloc never read it; it is weak, so one that links
+// HaulCore and defines its own malloc_conf keeps its own (no duplicate symbol).
 // tcache_max: each thread keeps freed blocks of up to 128 KiB for its next allocations of the
 // same size (jemalloc's default stops at 32 KiB). libcurl allocates its receive buffer
 // (CURLOPT_BUFFERSIZE, 100 KiB) when a transfer starts and frees it when the transfer ends,
@@ -92,4 +93,4 @@ int haul_way_has_no_links(const char *folder) {
 // Benchmarks/callgrind-per-file): 322.9 k → 319.1 k instructions a file; alternated with the
 // same binary without it (6 rounds): CPU 1.115 → 1.045 s (medians).
 // A thread keeps at most 20 blocks of each size class: a few MB at most, whatever the run's length.
-const char *malloc_conf = "tcache_max:131072";
+__attribute__((weak)) const char *malloc_conf = "tcache_max:131072";
