@@ -170,7 +170,7 @@ final class MigrationTests: XCTestCase {
             let queue = JobQueue(database: database)
             let running = try XCTUnwrap(try queue.jobs(url: "https://a.example/3").first)
             let open = try queue.attempts(jobID: running.id)
-            XCTAssertEqual(open.map { "\($0.number) \($0.startedAt) \($0.finishedAt.map(String.init) ?? "open") \($0.bytes.map(String.init) ?? "-")" },
+            XCTAssertEqual(open.map(\.openRecord),
                            ["1 5 open 50"], "from v\(applied)")
             XCTAssertEqual(try database.scalarInt("SELECT count(*) FROM attempts WHERE finished_at IS NULL"), 0, "from v\(applied)")
             // The upgraded database works as a queue, and keeps its counters.
@@ -184,7 +184,7 @@ final class MigrationTests: XCTestCase {
             XCTAssertEqual(try QueueInvariants.integrityCheck(database), ["ok"])
             // The done job's record, written before 0017, is listed once, before a refetch and after.
             let done = try XCTUnwrap(try queue.jobs(url: "https://a.example/4").first)
-            let record = { try queue.attempts(jobID: done.id).map { "\($0.number) \($0.startedAt) \($0.finishedAt ?? -1) \($0.status ?? -1) \($0.bytes ?? -1)" } }
+            let record = { try queue.attempts(jobID: done.id).map(\.record) }
             XCTAssertEqual(try record(), ["1 7 8 200 300"], "from v\(applied)")
             XCTAssertEqual(try queue.refetch([Refetch(jobID: done.id, adopt: nil, conditional: false)]), 1)
             XCTAssertEqual(try record(), ["1 7 8 200 300"], "from v\(applied)")

@@ -412,7 +412,7 @@ struct PostgresConnectionTests {
         let store = try PostgresJobStore(url: location)
         let id = try #require(try connection.query("SELECT id FROM jobs").first?.int(0))
         let attempts = try store.attempts(jobID: id)
-        #expect(attempts.map { "\($0.number) \($0.startedAt) \($0.finishedAt.map(String.init) ?? "open") \($0.bytes.map(String.init) ?? "-")" }
+        #expect(attempts.map(\.openRecord)
                 == ["1 3 4 -", "2 5 open 50"])
         #expect(try connection.query("SELECT count(*) FROM attempts WHERE finished_at IS NULL").first?.int(0) == 0)
     }
@@ -433,7 +433,7 @@ struct PostgresConnectionTests {
         try PostgresMigrator().migrate(connection)
         let store = try PostgresJobStore(url: location)
         let id = try #require(try connection.query("SELECT id FROM jobs").first?.int(0))
-        let listed = { try store.attempts(jobID: id).map { "\($0.number) \($0.startedAt) \($0.finishedAt ?? -1) \($0.status ?? -1) \($0.bytes ?? -1)" } }
+        let listed = { try store.attempts(jobID: id).map(\.record) }
         #expect(try listed() == ["1 5 6 200 50"])
         #expect(try store.refetch([Refetch(jobID: id, adopt: nil, conditional: false)]) == 1)
         #expect(try listed() == ["1 5 6 200 50"])

@@ -88,7 +88,7 @@ final class QueueClaimTests: XCTestCase {
         try other.complete(jobID: leases[1].jobID, token: leases[1].token, status: 200, bytes: 8)
         for (lease, bytes) in zip(leases, [7, 8]) {
             let attempts = try queue.attempts(jobID: lease.jobID)
-            XCTAssertEqual(attempts.map { "\($0.number) \($0.startedAt) \($0.finishedAt ?? -1) \($0.status ?? -1) \($0.bytes ?? -1)" },
+            XCTAssertEqual(attempts.map(\.record),
                            ["1 1000 2000 200 \(bytes)"], "job \(lease.jobID)")
         }
         // A stale token writes no record, on either connection.
