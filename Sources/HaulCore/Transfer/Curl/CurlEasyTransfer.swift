@@ -114,15 +114,10 @@ final class CurlEasyTransfer: @unchecked Sendable {
             easy.set(CURLOPT_SSL_VERIFYPEER, 0)
             easy.set(CURLOPT_SSL_VERIFYHOST, 0)
         }
-        if let proxy = connection.proxy {
-            easy.set(CURLOPT_PROXY, proxy)
-        } else if !Self.proxyVariablesSet {
-            // No proxy variable at all: say so, so libcurl does not look for them in the
-            // environment again for every transfer (five getenv calls a file).
-            easy.set(CURLOPT_PROXY, "")
-            if connection.noProxy == nil { easy.set(CURLOPT_NOPROXY, "") }
-        }
-        if let hosts = connection.noProxy { easy.set(CURLOPT_NOPROXY, hosts) }
+        // Where no proxy variable is set at all, libcurl is told so ("": none), so it does not
+        // look for them in the environment again for every transfer (five or six getenv calls).
+        if let proxy = connection.proxy ?? (Self.proxyVariablesSet ? nil : "") { easy.set(CURLOPT_PROXY, proxy) }
+        if let hosts = connection.noProxy ?? (Self.proxyVariablesSet ? nil : "") { easy.set(CURLOPT_NOPROXY, hosts) }
         if connection.http11Only { easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1)) }
         // .netrc credentials are looked up for the job's own origin only, like the credential
         // headers: libcurl would look up each hop's host (a `default` entry matches any, and a
