@@ -6,8 +6,8 @@ import HaulCore
 /// Guarantees: one migrator at a time per database — it holds the session advisory lock
 /// `advisoryLockKey` while it reads and applies, and releases it before returning, also on
 /// error — so two processes starting at once apply each migration once; migrations run in
-/// version order, each in its own transaction together with its row in `schema_migrations`,
-/// so a failure leaves the database at a whole version. A database that records a version this
+/// version order, each in its own transaction together with its row in `schema_migrations`
+/// (on a new database, all of them in one), so a failure leaves the database at a whole version. A database that records a version this
 /// binary does not know is refused (`PostgresError` of kind `.unknownMigration`) and left
 /// untouched, and so is one whose schema holds tables but no haul migration (another program's:
 /// `.notAQueue`). A migration's SQL must not hold its own BEGIN or COMMIT.
@@ -53,16 +53,30 @@ public struct PostgresMigrator: Sendable {
         }
         let done = Set(applied.map(\.version))
         let pending = migrations.filter { !done.contains($0.version) }
-        if !pending.isEmpty {
-            try connection.execute("""
-                CREATE TABLE IF NOT EXISTS schema_migrations (
-                    version    int         PRIMARY KEY,
-                    name       text        NOT NULL,
-                    applied_at timestamptz NOT NULL DEFAULT now()
-                )
-                """)
+        let createTable = """
+            CREATE TABLE IF NOT EXISTS schema_migrations (
+                version    int         PRIMARY KEY,
+                name       text        NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """
+        if applied.isEmpty && !pending.isEmpty {
+            // A new database: every migration in one transaction, sent as one query. Each in its
+            // own cost a commit (a flush of the server's log) and four round trips apiece: about
+            // 3 ms of the ~50 ms a first `haul status` takes on a new database (medians of 10,
+            // alternated); the rest is mostly creating the tables. An upgrade still applies one
+            // migration a transaction, so no lock a migration takes on a queue in use is held
+            // while the next one runs.
+            let records = pending.map { "(\($0.version), '\($0.name.replacingOccurrences(of: "'", with: "''"))')" }
+            try connection.transaction {
+                try connection.execute(([createTable] + pending.map(\.sql)
+                                        + ["INSERT INTO schema_migrations (version, name) VALUES " + records.joined(separator: ", ")])
+                                       .joined(separator: "\n;\n"))
+            }
+        } else if !pending.isEmpty {
+            try connection.execute(createTable)
         }
-        for migration in pending {
+        for migration in pending where !applied.isEmpty {
             try connection.transaction {
                 try connection.execute(migration.sql)
                 try connection.run("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",

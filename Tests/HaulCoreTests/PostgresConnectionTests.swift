@@ -369,6 +369,32 @@ struct PostgresConnectionTests {
         #expect(try connection.query("SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = current_database()").first?.int(0) == 0)
     }
 
+    /// A new database gets every migration in one transaction (now(), the recorded time, is the
+    /// transaction's start); a database being upgraded, one transaction a migration.
+    @Test func aNewDatabaseIsMigratedInOneTransactionAnUpgradeInOneAMigration() throws {
+        let fresh = try PostgresConnection(url: freshDatabase())
+        try PostgresMigrator().migrate(fresh)
+        #expect(try fresh.query("SELECT count(*), count(DISTINCT applied_at) FROM schema_migrations").first
+            .map { [$0.int(0), $0.int(1)] } == [Migration.postgresEmbedded.count, 1])
+        let upgraded = try PostgresConnection(url: freshDatabase())
+        try PostgresMigrator(migrations: Array(Migration.postgresEmbedded.prefix(5))).migrate(upgraded)
+        try PostgresMigrator().migrate(upgraded)
+        #expect(try upgraded.query("SELECT count(DISTINCT applied_at) FROM schema_migrations").first?.int(0)
+                == 1 + Migration.postgresEmbedded.count - 5)
+    }
+
+    /// A migration that fails on a new database leaves it as it was: no table, no version.
+    @Test func aFailedMigrationLeavesANewDatabaseEmpty() throws {
+        let connection = try PostgresConnection(url: freshDatabase())
+        let migrator = PostgresMigrator(migrations: [
+            Migration(version: 1, name: "0001_log.sql", sql: "CREATE TABLE log (version int NOT NULL);"),
+            Migration(version: 2, name: "0002_broken.sql", sql: "INSERT INTO missing_table VALUES (2);"),
+        ])
+        #expect(throws: PostgresError.self) { try migrator.migrate(connection) }
+        #expect(try connection.query("SELECT to_regclass('log') IS NULL").first?.bool(0) == true)
+        #expect(try PostgresMigrator.appliedVersions(connection).isEmpty)
+    }
+
     /// A queue made before job_folders (version 1) gets the folders of the jobs it holds, so the
     /// first run after the upgrade still sweeps them for orphaned temp files.
     @Test func upgradeRecordsTheFoldersOfJobsAddedBefore() throws {
@@ -549,10 +575,14 @@ struct PostgresConnectionTests {
         #expect(try connection.query("SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = current_database()").first?.int(0) == 0)
     }
 
+    /// A migration that fails during an upgrade leaves the versions before it (a new database:
+    /// `aFailedMigrationLeavesANewDatabaseEmpty`).
     @Test func failingMigrationLeavesTheDatabaseAtAWholeVersion() throws {
         let connection = try PostgresConnection(url: freshDatabase())
+        let first = Migration(version: 1, name: "0001_a.sql", sql: "CREATE TABLE a (id int);")
+        try PostgresMigrator(migrations: [first]).migrate(connection)
         let migrator = PostgresMigrator(migrations: [
-            Migration(version: 1, name: "0001_a.sql", sql: "CREATE TABLE a (id int);"),
+            first,
             Migration(version: 2, name: "0002_bad.sql", sql: "CREATE TABLE b (id int); SELECT no_such_function();"),
         ])
         let error = try #require(throws: PostgresError.self) { try migrator.migrate(connection) }
