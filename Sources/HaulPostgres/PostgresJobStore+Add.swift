@@ -79,8 +79,8 @@ extension PostgresJobStore {
                 let key = JobBatch.destinationKey(destination)
                 let row = try rows("""
                     INSERT INTO jobs (url, host_id, destination, destination_key, checksum, max_attempts, created_at, updated_at,
-                                      profile_id, if_exists)
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9) ON CONFLICT (destination_key) DO NOTHING RETURNING id
+                                      profile_id, if_exists, claims)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, 0) ON CONFLICT (destination_key) DO NOTHING RETURNING id
                     """, [.text(batch.url(index)), .int(hostIDs[Int(batch.entries[index].host)]), .text(destination), .int(key),
                           .text(batch.checksum(index)), .int(maxAttempts), .int(now), .int(profileID),
                           .text(ifExists == .skip ? nil : ifExists.rawValue)])
@@ -107,8 +107,8 @@ extension PostgresJobStore {
                         ifExists: ExistingFilePolicy, now: Int) throws -> [Int: Int] {
         let inserted = try rows("""
             INSERT INTO jobs (url, host_id, destination, destination_key, checksum, max_attempts, created_at, updated_at,
-                              profile_id, if_exists)
-            SELECT u, h, d, k, c, $6, $7, $7, $8, $9
+                              profile_id, if_exists, claims)
+            SELECT u, h, d, k, c, $6, $7, $7, $8, $9, 0
             FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::text[]) WITH ORDINALITY AS r(u, h, d, k, c, n)
             ORDER BY n
             ON CONFLICT (destination_key) DO NOTHING

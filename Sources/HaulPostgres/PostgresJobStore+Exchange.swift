@@ -629,7 +629,8 @@ extension PostgresJobStore {
         try rows(Self.takeSQL, [.ints(hosts), .ints(counts), .int(now), .int(request.maxAttempts), .text(request.owner),
                                 .int(now + request.leaseMilliseconds)]).map { row in
             let job = Self.job(row)
-            return Lease(job: job, token: job.leaseToken ?? "")
+            // `claims` after the job's columns: 1 after the job's first claim (migration 0008).
+            return Lease(job: job, token: job.leaseToken ?? "", firstTry: row.int(Self.jobColumnCount) == 1)
         }
     }
 
@@ -648,13 +649,15 @@ extension PostgresJobStore {
                 -- know how few jobs were picked, and a join may then hash the whole jobs table.
                 -- The attempt opens on the job's row (migration 0006); its record is written when it ends,
                 -- or stays on the row when it finishes the job (migration 0007).
-                UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, max_attempts = coalesce($4, j.max_attempts),
+                UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, claims = j.claims + 1,
+                    max_attempts = coalesce($4, j.max_attempts),
                     lease_token = left(replace(gen_random_uuid()::text, '-', ''), 15), lease_owner = $5, lease_expires_at = $6, updated_at = $3,
                     attempt_started_at = $3, attempt_start_bytes = j.received_bytes
                 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
                 RETURNING j.*
             )
-            SELECT \(PostgresJobStore.jobColumns("taken", host: "(SELECT h.host FROM hosts h WHERE h.id = taken.host_id)")) FROM taken
+            SELECT \(PostgresJobStore.jobColumns("taken", host: "(SELECT h.host FROM hosts h WHERE h.id = taken.host_id)")), taken.claims
+            FROM taken
             ORDER BY taken.next_attempt_at, taken.id
             """
 

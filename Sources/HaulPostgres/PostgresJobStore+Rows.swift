@@ -72,6 +72,9 @@ extension PostgresJobStore {
             .map { $0 == "#host" ? host : "\(t).\($0)" }.joined(separator: ", ")
     }
 
+    /// How many columns `jobColumns` lists: a statement may read more after them, from this index.
+    static let jobColumnCount = jobColumns().split(separator: ",").count
+
     static let selectJobs = "SELECT \(jobColumns()) FROM jobs j JOIN hosts h ON h.id = j.host_id"
 
     static func job(_ row: PostgresRow) -> Job {

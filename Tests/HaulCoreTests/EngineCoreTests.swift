@@ -93,10 +93,10 @@ final class EngineCoreTests: XCTestCase {
         }
     }
 
-    fileprivate static func lease(_ id: Int, host: Int = 1, attempts: Int = 1) -> Lease {
+    fileprivate static func lease(_ id: Int, host: Int = 1, attempts: Int = 1, firstTry: Bool = false) -> Lease {
         let job = Job(id: id, url: "http://h\(host).test/\(id)", host: "h\(host).test:80", hostID: host,
                       destination: "/out/\(id)", attempts: attempts)
-        return Lease(job: job, token: "t\(id)")
+        return Lease(job: job, token: "t\(id)", firstTry: firstTry)
     }
 
     fileprivate static func slot(_ index: Int, host: Int = 1) -> SlotLease {
@@ -288,7 +288,8 @@ final class EngineCoreTests: XCTestCase {
             actions.compactMap { if case .report(.warning(let text)) = $0 { return text } else { return nil } }
         }
         var harness = Harness(workers: 1)
-        _ = started(&harness, jobs: [Self.lease(1)], slots: [Self.slot(0)])
+        let first = started(&harness, jobs: [Self.lease(1, firstTry: true)], slots: [Self.slot(0)])
+        XCTAssertEqual(Harness.prepared(in: first).map(\.firstTry), [true], "the job's first claim: nothing to look for")
         harness.send(.prepared(token: "t1", forget: nil))
         harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
         let failed = harness.send(.placed(["t1": .unwritable(folder: "/out", why: "disk full; free some space")]))
@@ -302,6 +303,7 @@ final class EngineCoreTests: XCTestCase {
         harness.now += 1_001
         let probe = harness.send(.tick)
         XCTAssertEqual(Harness.prepared(in: probe).map(\.jobID), [1], "the folder is tried again with the job")
+        XCTAssertEqual(Harness.prepared(in: probe).map(\.firstTry), [false], "tried once: its temp file is looked for")
         harness.send(.prepared(token: "t1", forget: nil))
         let ended = harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
         XCTAssertEqual(warnings(ended), [], "its bytes are not written yet: the folder is not known to work")

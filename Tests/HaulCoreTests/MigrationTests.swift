@@ -213,6 +213,33 @@ final class MigrationTests: XCTestCase {
         XCTAssertNotEqual(try JobQueue(path: empty).identity(), 0)
     }
 
+    /// A job queued before 0018 (claims) may have been tried already: its next claim is not a
+    /// first try, so it looks for an earlier attempt's temp file. A job added after is one.
+    func testJobsQueuedBeforeClaimsWereCountedAreNotFirstTries() throws {
+        let directory = try makeTempDirectory()
+        let before = Array(Migration.embedded.prefix { $0.name < "0018" })
+        XCTAssertEqual(before.count, 17)
+        let path = directory.file("jobs.db")
+        do {
+            let old = try Database(path: path, migrations: before)
+            // The queue keeps its counts itself since 0015: the host's and the state's, by hand.
+            try old.execute("INSERT INTO hosts (id, host, queued) VALUES (1, 'a.example:443', 1)")
+            try old.execute("""
+                INSERT INTO jobs (id, url, host_id, destination, destination_key, created_at, updated_at)
+                VALUES (1, 'https://a.example/x', 1, '/d/x', 1, 1, 1)
+                """)
+            try old.execute("UPDATE job_totals SET jobs = jobs + 1, unknown_size = unknown_size + 1 WHERE state = 'queued'")
+        }
+        let queue = try JobQueue(path: path)
+        let old = try XCTUnwrap(try queue.claim(ClaimRequest(limit: 1, perHostCap: 4)).first)
+        XCTAssertEqual(old.jobID, 1)
+        XCTAssertFalse(old.firstTry)
+        let added = try XCTUnwrap(try add(["https://a.example/y"], to: queue, in: directory.path).first?.jobID)
+        let new = try XCTUnwrap(try queue.claim(ClaimRequest(limit: 1, perHostCap: 4)).first)
+        XCTAssertEqual(new.jobID, added)
+        XCTAssertTrue(new.firstTry)
+    }
+
     func testStateCheckHoldsWithoutATemporaryTable() throws {
         let directory = try makeTempDirectory()
         // The connection that ran the migrations, and one opened afterwards.

@@ -443,6 +443,27 @@ struct PostgresConnectionTests {
         #expect(try connection.query("SELECT count(*) FROM attempts WHERE finished_at IS NULL").first?.int(0) == 0)
     }
 
+    /// A job queued before 0008 (claims) may have been tried already: its next claim is not a
+    /// first try. A job added after is one.
+    @Test func jobsQueuedBeforeClaimsWereCountedAreNotFirstTries() throws {
+        let (location, connection) = try queueOfOneHost(migrations: 7)
+        try connection.run("""
+            INSERT INTO jobs (url, host_id, destination, destination_key, created_at, updated_at)
+            VALUES ('https://a.example/1', (SELECT id FROM hosts), '/d/1', 1, 1, 1)
+            """)
+        try PostgresMigrator().migrate(connection)
+        let store = try PostgresJobStore(url: location)
+        let resolver = DestinationResolver(directory: "/d")
+        let line = try #require(try InputLine.parse(Array("https://a.example/2".utf8), resolver: resolver))
+        _ = try store.add([line], maxAttempts: 5, profileID: nil, ifExists: .skip)
+        var claim = Exchange(owner: "m/1/1", leaseMilliseconds: 60_000)
+        claim.worker = "m"
+        claim.claim = 2
+        let leases = try store.exchange(claim).claimed.sorted { $0.jobID < $1.jobID }
+        #expect(leases.map(\.job.url) == ["https://a.example/1", "https://a.example/2"])
+        #expect(leases.map(\.firstTry) == [false, true])
+    }
+
     /// A job finished before 0007 has its record in attempts, and none on its row: it is listed
     /// once after the upgrade, and still once after a refetch.
     @Test func upgradeListsAJobFinishedBeforeItOnce() throws {

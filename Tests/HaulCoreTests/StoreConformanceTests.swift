@@ -286,6 +286,53 @@ import Testing
         #expect(try queue.exchange(request("m/1/1", claim: 1)).claimed.first?.job.attempts == 1)
     }
 
+    /// A lease is a first try only on its job's first claim ever: a claim handed back uncounted,
+    /// an expired lease, a retry and a refetch leave the job claimed before; a cancel and retry of
+    /// a job nobody claimed does not.
+    @Test(arguments: StoreKind.allCases) func onlyAJobsFirstClaimIsAFirstTry(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        let other = try fixture.open()
+        let ids = try fixture.add(urls("a.example", 4), to: queue).compactMap(\.jobID)
+        func claimOne(_ store: any JobStore, _ owner: String, lease: Int = 60_000) throws -> Lease {
+            try #require(try store.exchange(request(owner, claim: 1, lease: lease)).claimed.first)
+        }
+        func send(_ outcome: Outcome) throws {
+            var exchange = request("m/1/1")
+            exchange.outcomes = [outcome]
+            #expect(try queue.exchange(exchange).outcomes == [.recorded])
+        }
+        // Handed back uncounted, then done and fetched again.
+        let first = try claimOne(queue, "m/1/1")
+        #expect(first.jobID == ids[0] && first.firstTry)
+        try send(.release(jobID: ids[0], token: first.token, reason: "stop", progress: nil))
+        let second = try claimOne(queue, "m/1/1")
+        #expect(second.jobID == ids[0] && !second.firstTry && second.job.attempts == 1)
+        try send(.done(jobID: ids[0], token: second.token, status: 200, bytes: 1))
+        #expect(try queue.refetch([Refetch(jobID: ids[0], adopt: nil, conditional: false)]) == 1)
+        let refetched = try claimOne(queue, "m/1/1")
+        #expect(refetched.jobID == ids[0] && !refetched.firstTry)
+        try send(.done(jobID: ids[0], token: refetched.token, status: 200, bytes: 1))
+        // Its lease expired, and another claimer took it back.
+        let expiring = try claimOne(queue, "m/1/1", lease: 1_000)
+        #expect(expiring.jobID == ids[1] && expiring.firstTry)
+        fixture.advance(by: 1_001)
+        let takenBack = try claimOne(other, "m/2/2")
+        #expect(takenBack.jobID == ids[1] && !takenBack.firstTry)
+        // Failed for good, then retried.
+        let failing = try claimOne(queue, "m/1/1")
+        #expect(failing.jobID == ids[2] && failing.firstTry)
+        try send(.fail(jobID: ids[2], token: failing.token, status: 404, reason: "HTTP 404"))
+        #expect(try queue.retry([ids[2]]) == [.changed])
+        let retried = try claimOne(queue, "m/1/1")
+        #expect(retried.jobID == ids[2] && !retried.firstTry)
+        // Cancelled and retried before anyone claimed it: still a first try.
+        #expect(try queue.cancel([ids[3]]) == [.changed])
+        #expect(try queue.retry([ids[3]]) == [.changed])
+        let untouched = try claimOne(queue, "m/1/1")
+        #expect(untouched.jobID == ids[3] && untouched.firstTry)
+    }
+
     // MARK: Leases
 
     @Test(arguments: StoreKind.allCases) func anExpiredLeaseReturnsTheJobAndIsNeverRenewed(_ kind: StoreKind) throws {

@@ -129,6 +129,35 @@ final class RunResumeTests: XCTestCase {
         XCTAssertEqual(server.requests(path: "/b.bin").last?.header("Range"), "bytes=50000-", "B resumed from its own bytes")
     }
 
+    /// A large body (1 MiB or more) is named at its head, even without a validator. Stopped
+    /// before its first byte, its job goes back uncounted, the empty file left under the name;
+    /// the next run looks there (the job was claimed before: `Lease.firstTry`), and with
+    /// `--if-exists replace` (which moves the download through that name) still places it.
+    func testALargeBodyNamedAtItsHeadThenStoppedIsPlacedByTheNextRun() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let body = runTestData(1_500_000, seed: 41)
+        server.route("/big.bin", sequence: [
+            { request in FaultServer.fileResponse(body, request: request).stalledAfterHeaders(.forever) },
+            FaultServer.file(body),
+        ])
+        XCTAssertEqual(try h.run(["add", server.url("/big.bin").absoluteString, "-d", h.out, "--if-exists", "replace"]).status, 0)
+        let first = try h.start(["run", "--quiet"])
+        XCTAssertTrue(RunHarness.poll(timeout: 20) { h.tempFiles().count == 1 }, "the large body was not named at its head")
+        kill(first.processIdentifier, SIGINT)
+        XCTAssertEqual(first.wait(timeout: 30).status, 130)
+        XCTAssertEqual(try h.show(1)["attempts"] as? Int, 0, "stopped before its first byte: not counted")
+        XCTAssertEqual(h.tempFiles().count, 1, "the named file stays")
+
+        let result = try h.run(["run", "--quiet"])
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.contents("big.bin"), body)
+        XCTAssertEqual(h.tempFiles(), [])
+        XCTAssertEqual(server.requestCount(path: "/big.bin"), 2)
+    }
+
     func testChangedResourceIsNeverSpliced() throws {
         let h = try RunHarness(self)
         let server = try FaultServer(host: "127.0.0.1")

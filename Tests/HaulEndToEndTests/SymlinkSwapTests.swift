@@ -7,10 +7,12 @@ import XCTest
 /// planted at a job's (predictable) temp file name, must not lead a download outside the output
 /// folder.
 final class SymlinkSwapTests: XCTestCase {
-    /// Two queued jobs (a.bin, b.bin) and a file outside the output folder; `plant` puts
-    /// something at job 1's temp file name, then haul runs. Checks what every such case shares:
-    /// the run ends in failure, the outside file is untouched, job 1 failed with `reason` without
-    /// a request, and job 2 finished.
+    /// Two queued jobs (a.bin, b.bin) and a file outside the output folder. A first run is
+    /// killed (SIGKILL) while job 1's request waits for its body, so the next attempt looks for
+    /// a temp file to resume (a first attempt does not: see the last test); `plant` then puts
+    /// something at job 1's temp file name, and haul runs again. Checks what every such case
+    /// shares: the run ends in failure, the outside file is untouched, job 1 failed with `reason`
+    /// without another request, and job 2 finished.
     private func runWithSomethingPlantedAtTheTempName(
         reason: String, plant: (_ temp: String, _ outside: String) throws -> Void,
         file: StaticString = #filePath, line: UInt = #line
@@ -19,7 +21,10 @@ final class SymlinkSwapTests: XCTestCase {
         let server = try FaultServer(host: "127.0.0.1")
         defer { server.stop() }
         let body = runTestData(50_000, seed: 8)
-        server.route("/a.bin", FaultServer.file(body, etag: "\"a\""))
+        server.route("/a.bin", sequence: [
+            { request in FaultServer.fileResponse(body, request: request, etag: "\"a\"").stalledAfterHeaders(.forever) },
+            FaultServer.file(body, etag: "\"a\""),
+        ])
         server.route("/b.bin", FaultServer.file(body, etag: "\"b\""))
         let outside = h.temp.path + "/outside.txt"
         let original = Data("not haul's to touch\n".utf8)
@@ -27,6 +32,10 @@ final class SymlinkSwapTests: XCTestCase {
         try h.add([server.url("/a.bin").absoluteString, server.url("/b.bin").absoluteString])
         let destination = try XCTUnwrap(try h.show(1)["destination"] as? String)
         let temp = try h.tempFile(destination, job: 1).path
+        let first = try h.start(["run"])
+        XCTAssertTrue(server.waitForRequests(count: 1, path: "/a.bin", timeout: 10), file: file, line: line)
+        kill(first.processIdentifier, SIGKILL)
+        XCTAssertEqual(first.wait(timeout: 10).status, SIGKILL, file: file, line: line)
         try plant(temp, outside)
 
         let result = try h.run(["run"], timeout: 20)
@@ -40,7 +49,7 @@ final class SymlinkSwapTests: XCTestCase {
         let job = try h.show(1)
         XCTAssertEqual(job["state"] as? String, "failed", file: file, line: line)
         XCTAssertTrue((job["last_error"] as? String ?? "").contains(reason), "\(job["last_error"] ?? "nil")", file: file, line: line)
-        XCTAssertEqual(server.requestCount(path: "/a.bin"), 0, "something was fetched for a refused temp file", file: file, line: line)
+        XCTAssertEqual(server.requestCount(path: "/a.bin"), 1, "something was fetched for a refused temp file", file: file, line: line)
         XCTAssertEqual(h.contents("b.bin"), body, "the other job is affected", file: file, line: line)
         return (h, temp, outside)
     }
@@ -98,5 +107,31 @@ final class SymlinkSwapTests: XCTestCase {
         XCTAssertEqual(job["state"] as? String, "failed")
         XCTAssertTrue((job["last_error"] as? String ?? "").contains("symbolic link"), "\(job["last_error"] ?? "nil")")
         XCTAssertEqual(h.contents("safe/b.bin"), body, "the other job is unaffected")
+    }
+
+    /// A job's first attempt has no earlier temp file to resume, so it does not look at the
+    /// name (see `TempFile.open(unnamed:lookForEarlier:)`): what is planted there is neither
+    /// written through nor removed, and the download is placed.
+    func testAFirstAttemptLeavesALinkPlantedAtTheTempFileNameAlone() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let body = runTestData(50_000, seed: 9)
+        server.route("/a.bin", FaultServer.file(body, etag: "\"a\""))
+        let outside = h.temp.path + "/outside.txt"
+        let original = Data("not haul's to touch\n".utf8)
+        try original.write(to: URL(fileURLWithPath: outside))
+        try h.add([server.url("/a.bin").absoluteString])
+        let destination = try XCTUnwrap(try h.show(1)["destination"] as? String)
+        let temp = try h.tempFile(destination, job: 1).path
+        try FileManager.default.createSymbolicLink(atPath: temp, withDestinationPath: outside)
+
+        let result = try h.run(["run"])
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.contents("a.bin"), body)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: outside)), original, "the outside file was written")
+        XCTAssertEqual(try? FileManager.default.destinationOfSymbolicLink(atPath: temp), outside, "the link was not left alone")
+        XCTAssertEqual(server.requestCount(path: "/a.bin"), 1)
     }
 }

@@ -498,6 +498,10 @@ private final class Runner: @unchecked Sendable {
                 temp: temp, expectedChecksum: checksum, storedValidator: storedValidator,
                 storedTotal: job.expectedBytes.map(Int64.init), recordSHA256: options.recordSHA256, conditional: conditional,
                 unnamed: true,
+                // Only an earlier try makes a temp file under the job's name: the store says
+                // whether any was claimed (`Lease.firstTry`), and the core marks a lease it tries
+                // again itself (a parked one). A recorded validator or bytes say so too.
+                lookForEarlier: !lease.firstTry || storedValidator != nil || job.receivedBytes > 0,
                 onAccepted: { [weak self] snapshot in
                     // Record the validator and length before the body, so a kill -9 mid-body can
                     // resume. Small files are cheaper to fetch again than to record twice.

@@ -142,13 +142,15 @@ struct EngineCore {
         /// starts), kept so a step does not look up every job of the front again.
         var preparedFront = 0
 
+        /// Puts back a lease that left the ready jobs (a parked one): marked as tried, since a
+        /// try of it may have named a temp file (see `Lease.firstTry`).
         mutating func pushFront(_ lease: Lease) {
             preparedFront = 0
             if readyStart > 0 {
                 readyStart -= 1
-                ready[readyStart] = lease
+                ready[readyStart] = lease.triedOnce
             } else {
-                ready.insert(lease, at: 0)
+                ready.insert(lease.triedOnce, at: 0)
             }
         }
 

@@ -1,20 +1,35 @@
 /// A job claimed by one worker: only the holder of `token` may complete, reschedule or fail it,
 /// and only until the lease expires and another claimer takes the job back.
 ///
-/// Guarantees: a plain value (equal when token and job are). The job is kept in one shared,
-/// immutable box: the engine copies a lease into several of its maps at every step of a job, and
-/// a copy then costs one reference count instead of one for each of the job's strings.
+/// Guarantees: a plain value (equal when token and job are; `firstTry` is not compared). The job
+/// is kept in one shared, immutable box: the engine copies a lease into several of its maps at
+/// every step of a job, and a copy then costs one reference count instead of one for each of the
+/// job's strings.
 public struct Lease: Sendable, Equatable {
     private let box: JobBox
     public let token: String
+    /// True only when no earlier try of the job can have left a file under its temp file name:
+    /// the store says this claim is the first any worker made of the job (`JobStore.exchange`),
+    /// and the holder has not tried it yet (`triedOnce`). False when not known.
+    public let firstTry: Bool
 
     public var job: Job { box.job }
     public var jobID: Int { box.job.id }
 
-    public init(job: Job, token: String) {
+    public init(job: Job, token: String, firstTry: Bool = false) {
         self.box = JobBox(job)
         self.token = token
+        self.firstTry = firstTry
     }
+
+    private init(box: JobBox, token: String, firstTry: Bool) {
+        self.box = box
+        self.token = token
+        self.firstTry = firstTry
+    }
+
+    /// The same lease, once its holder tried it (a try may leave a temp file to resume).
+    public var triedOnce: Lease { firstTry ? Lease(box: box, token: token, firstTry: false) : self }
 
     public static func == (a: Lease, b: Lease) -> Bool {
         a.token == b.token && (a.box === b.box || a.box.job == b.box.job)

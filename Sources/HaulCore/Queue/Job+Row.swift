@@ -14,6 +14,9 @@ extension Job {
             + "\(t)placed_etag, \(t)placed_last_modified, \(t)content_type, \(t)final_url, \(t)placed_sha256, \(t)error_kind, \(t)placed_by"
     }
 
+    /// How many columns `columns` lists: a statement may read more after them, from this index.
+    static let columnCount = columns(host: "h").split(separator: ",").count
+
     init(row: Row) {
         id = row.int(0)
         url = row.string(1)

@@ -183,12 +183,14 @@ extension JobQueue {
     /// a bulk add. The ids of inserted rows are known without it (see `JobIDs`).
     static func insertSQL(rows: Int) -> String {
         var sql = """
-            INSERT OR IGNORE INTO jobs (url, host_id, destination, destination_key, max_attempts, checksum, created_at, updated_at) VALUES
+            INSERT OR IGNORE INTO jobs (url, host_id, destination, destination_key, max_attempts, checksum, created_at, updated_at,
+                                        claims) VALUES
             """
         for row in 0..<rows {
             let p = 3 + row * 5
             sql += row == 0 ? "\n" : ",\n"
-            sql += "(?\(p), ?\(p + 1), ?\(p + 2), ?\(p + 3), ?1, ?\(p + 4), ?2, ?2)"
+            // claims 0: never claimed (migration 0018).
+            sql += "(?\(p), ?\(p + 1), ?\(p + 2), ?\(p + 3), ?1, ?\(p + 4), ?2, ?2, 0)"
         }
         return sql
     }

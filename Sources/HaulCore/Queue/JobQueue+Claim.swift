@@ -61,12 +61,13 @@ extension JobQueue {
         // Reads the candidates whole (?4: their host's name), so taking one needs no RETURNING:
         // SQLite gathers a RETURNING clause's rows in a temporary table, which made the take
         // about twice as expensive as the update itself.
+        // `claims` last, after the job's columns: 0 until a claim (migration 0018).
         let pick = try database.statement("""
-            SELECT \(Job.columns(host: "?4")) FROM jobs WHERE host_id = ?1 AND state = 'queued' AND next_attempt_at <= ?2
+            SELECT \(Job.columns(host: "?4")), claims FROM jobs WHERE host_id = ?1 AND state = 'queued' AND next_attempt_at <= ?2
             ORDER BY next_attempt_at, id LIMIT ?3
             """)
         let take = try database.statement("""
-            UPDATE OR FAIL jobs SET state = 'running', attempts = attempts + 1,
+            UPDATE OR FAIL jobs SET state = 'running', attempts = attempts + 1, claims = claims + 1,
                 max_attempts = coalesce(?1, max_attempts),
                 lease_token = ?2, lease_owner = ?3, lease_expires_at = ?4, updated_at = ?5,
                 attempt_started_at = ?5, attempt_start_bytes = received_bytes
@@ -79,17 +80,18 @@ extension JobQueue {
             .firstRow([], { $0.int(0) }) ?? 0
         var leases: [Lease] = []
         var open = hosts
-        var candidates: [Int: ArraySlice<Job>] = [:]
+        var candidates: [Int: ArraySlice<(job: Job, claims: Int)>] = [:]
         var lastClaim: [Int: (sequence: Int, taken: Int)] = [:]
         var expectedBytes = 0, receivedBytes = 0, unknownSize = 0
         while leases.count < limit && !open.isEmpty {
             var stillOpen: [(id: Int, name: String, room: Int)] = []
             for host in open where leases.count < limit {
                 if candidates[host.id] == nil {
-                    candidates[host.id] = ArraySlice(try pick.rows([host.id, now, min(host.room, limit - leases.count), host.name],
-                                                                   Job.init))
+                    candidates[host.id] = ArraySlice(try pick.rows([host.id, now, min(host.room, limit - leases.count), host.name]) {
+                        (job: Job(row: $0), claims: $0.int(Job.columnCount))
+                    })
                 }
-                guard let queued = candidates[host.id]?.popFirst() else { continue }
+                guard let (queued, claims) = candidates[host.id]?.popFirst() else { continue }
                 let token = Self.newToken()
                 // Bound value by value: once a file, every run.
                 take.reset()
@@ -111,7 +113,7 @@ extension JobQueue {
                 expectedBytes += queued.expectedBytes ?? 0
                 receivedBytes += queued.receivedBytes
                 if queued.expectedBytes == nil { unknownSize += 1 }
-                leases.append(Lease(job: job, token: token))
+                leases.append(Lease(job: job, token: token, firstTry: claims == 0))
                 if host.room > 1, candidates[host.id]?.isEmpty == false { stillOpen.append((host.id, host.name, host.room - 1)) }
             }
             open = stillOpen

@@ -173,13 +173,18 @@ public final class DownloadAttempt: BodySink {
     /// - Parameter recordSHA256: compute the file's sha256 (kept in the verified file's
     ///   metadata) even when no sha256 is expected.
     /// - Parameter unnamed: a fresh download may start in an unnamed file (see `TempFile`).
+    /// - Parameter lookForEarlier: with `unnamed`, whether an earlier attempt may have left a
+    ///   temp file under the name: false only when none can have (the job's first try, see
+    ///   `Lease.firstTry`, with no validator or bytes recorded), so the download starts unnamed
+    ///   without looking.
     public init(temp: TempFile, expectedChecksum: Checksum?, storedValidator: Validator?, storedTotal: Int64?,
                 recordSHA256: Bool = false, conditional: Conditional? = nil, unnamed: Bool = false,
+                lookForEarlier: Bool = true,
                 onAccepted: @escaping @Sendable (Snapshot) -> Void = { _ in }) throws {
         self.onAccepted = onAccepted
         self.temp = temp
         self.expectedChecksum = expectedChecksum
-        let (descriptor, existing, isUnnamed) = try temp.open(unnamed: unnamed)
+        let (descriptor, existing, isUnnamed) = try temp.open(unnamed: unnamed, lookForEarlier: lookForEarlier)
         let resume = existing > 0 && storedValidator != nil && (storedTotal.map { existing <= $0 } ?? true)
         if !resume && existing > 0 && ftruncate(descriptor, 0) != 0 {
             let error = TransferIOError.errno("cannot empty temp file \(temp.path)")
