@@ -5,5 +5,7 @@
 -- in the output folder for every new file (on ext4, a search of the folder's blocks).
 -- New jobs are inserted with 0. Jobs queued before this migration, and any row inserted without
 -- the column, take the default, 1: what they went through is not known, so their next attempt
--- looks, as every attempt did before.
+-- looks, as every attempt did before. An older haul still running on the queue claims without
+-- counting, but its claim sets attempt_started_at (0016): a claim that finds 0 claims and an
+-- attempt_started_at counts that claim too.
 ALTER TABLE jobs ADD COLUMN claims INTEGER NOT NULL DEFAULT 1;

@@ -649,7 +649,10 @@ extension PostgresJobStore {
                 -- know how few jobs were picked, and a join may then hash the whole jobs table.
                 -- The attempt opens on the job's row (migration 0006); its record is written when it ends,
                 -- or stays on the row when it finishes the job (migration 0007).
-                UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, claims = j.claims + 1,
+                -- claims: a claim by an older haul, which did not count it, set attempt_started_at,
+                -- and counts as one here (migration 0008).
+                UPDATE jobs j SET state = 'running', attempts = j.attempts + 1,
+                    claims = j.claims + 1 + (j.claims = 0 AND j.attempt_started_at IS NOT NULL)::int,
                     max_attempts = coalesce($4, j.max_attempts),
                     lease_token = left(replace(gen_random_uuid()::text, '-', ''), 15), lease_owner = $5, lease_expires_at = $6, updated_at = $3,
                     attempt_started_at = $3, attempt_start_bytes = j.received_bytes

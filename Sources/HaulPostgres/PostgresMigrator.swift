@@ -10,7 +10,9 @@ import HaulCore
 /// (on a new database, all of them in one), so a failure leaves the database at a whole version. A database that records a version this
 /// binary does not know is refused (`PostgresError` of kind `.unknownMigration`) and left
 /// untouched, and so is one whose schema holds tables but no haul migration (another program's:
-/// `.notAQueue`). A migration's SQL must not hold its own BEGIN or COMMIT.
+/// `.notAQueue`). A migration's SQL must not hold its own BEGIN or COMMIT; a setting it makes
+/// with SET LOCAL lasts to the end of its transaction, which on a new database is the end of
+/// every migration.
 public struct PostgresMigrator: Sendable {
     /// The `pg_advisory_lock` key migrations hold: "haulmigr" in ASCII.
     public static let advisoryLockKey: Int64 = 0x6861_756C_6D69_6772
@@ -68,10 +70,16 @@ public struct PostgresMigrator: Sendable {
             // migration a transaction, so no lock a migration takes on a queue in use is held
             // while the next one runs.
             let records = pending.map { "(\($0.version), '\($0.name.replacingOccurrences(of: "'", with: "''"))')" }
-            try connection.transaction {
-                try connection.execute(([createTable] + pending.map(\.sql)
-                                        + ["INSERT INTO schema_migrations (version, name) VALUES " + records.joined(separator: ", ")])
-                                       .joined(separator: "\n;\n"))
+            do {
+                try connection.transaction {
+                    try connection.execute(([createTable] + pending.map(\.sql)
+                                            + ["INSERT INTO schema_migrations (version, name) VALUES " + records.joined(separator: ", ")])
+                                           .joined(separator: "\n;\n"))
+                }
+            } catch let error as PostgresError where error.sql != nil {
+                // Named by their files: the SQL of them all would make a message of many kilobytes.
+                throw PostgresError(kind: error.kind, sqlState: error.sqlState, message: error.message,
+                                    sql: "the migrations of a new database, \(pending.map(\.name).joined(separator: ", "))")
             }
         } else if !pending.isEmpty {
             try connection.execute(createTable)

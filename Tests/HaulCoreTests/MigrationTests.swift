@@ -240,6 +240,20 @@ final class MigrationTests: XCTestCase {
         XCTAssertTrue(new.firstTry)
     }
 
+    /// An older haul on the same queue claims without counting claims, but sets
+    /// attempt_started_at: the next claim of such a job is not a first try, and counts both.
+    func testAClaimByAnOlderHaulIsCountedByTheNext() throws {
+        let directory = try makeTempDirectory()
+        let queue = try JobQueue(path: directory.file("jobs.db"))
+        let ids = try add(["https://a.example/1", "https://a.example/2"], to: queue, in: directory.path).compactMap(\.jobID)
+        // The older haul's claim of the first, handed back uncounted (its columns as it left them).
+        try queue.database.execute("UPDATE jobs SET attempt_started_at = 5, attempt_start_bytes = 0 WHERE id = \(ids[0])")
+        let leases = try queue.claim(ClaimRequest(limit: 2, perHostCap: 4)).sorted { $0.jobID < $1.jobID }
+        XCTAssertEqual(leases.map(\.jobID), ids)
+        XCTAssertEqual(leases.map(\.firstTry), [false, true])
+        XCTAssertEqual(try queue.database.rows("SELECT claims FROM jobs ORDER BY id") { $0.int(0) }, [2, 1])
+    }
+
     func testStateCheckHoldsWithoutATemporaryTable() throws {
         let directory = try makeTempDirectory()
         // The connection that ran the migrations, and one opened afterwards.

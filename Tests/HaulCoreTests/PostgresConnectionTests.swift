@@ -390,7 +390,9 @@ struct PostgresConnectionTests {
             Migration(version: 1, name: "0001_log.sql", sql: "CREATE TABLE log (version int NOT NULL);"),
             Migration(version: 2, name: "0002_broken.sql", sql: "INSERT INTO missing_table VALUES (2);"),
         ])
-        #expect(throws: PostgresError.self) { try migrator.migrate(connection) }
+        let error = try #require(throws: PostgresError.self) { try migrator.migrate(connection) }
+        #expect(error.sqlState == "42P01" && error.sql == "the migrations of a new database, 0001_log.sql, 0002_broken.sql",
+                "\(error)")
         #expect(try connection.query("SELECT to_regclass('log') IS NULL").first?.bool(0) == true)
         #expect(try PostgresMigrator.appliedVersions(connection).isEmpty)
     }
@@ -462,6 +464,26 @@ struct PostgresConnectionTests {
         let leases = try store.exchange(claim).claimed.sorted { $0.jobID < $1.jobID }
         #expect(leases.map(\.job.url) == ["https://a.example/1", "https://a.example/2"])
         #expect(leases.map(\.firstTry) == [false, true])
+    }
+
+    /// An older haul on the same queue claims without counting claims, but sets
+    /// attempt_started_at: the next claim of such a job is not a first try, and counts both.
+    @Test func aClaimByAnOlderHaulIsCountedByTheNext() throws {
+        let (location, connection) = try queueOfOneHost(migrations: nil)
+        let store = try PostgresJobStore(url: location)
+        let resolver = DestinationResolver(directory: "/d")
+        let lines = try ["https://a.example/1", "https://a.example/2"].map {
+            try #require(try InputLine.parse(Array($0.utf8), resolver: resolver))
+        }
+        _ = try store.add(lines, maxAttempts: 5, profileID: nil, ifExists: .skip)
+        // The older haul's claim of job 1, handed back uncounted (its columns as it left them).
+        try connection.run("UPDATE jobs SET attempt_started_at = 5, attempt_start_bytes = 0 WHERE url = 'https://a.example/1'")
+        var claim = Exchange(owner: "m/1/1", leaseMilliseconds: 60_000)
+        claim.worker = "m"
+        claim.claim = 2
+        let leases = try store.exchange(claim).claimed.sorted { $0.jobID < $1.jobID }
+        #expect(leases.map(\.firstTry) == [false, true])
+        #expect(try connection.query("SELECT claims FROM jobs ORDER BY id").map { $0.int(0) } == [2, 1])
     }
 
     /// A job finished before 0007 has its record in attempts, and none on its row: it is listed

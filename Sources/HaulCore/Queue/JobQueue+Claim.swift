@@ -61,13 +61,17 @@ extension JobQueue {
         // Reads the candidates whole (?4: their host's name), so taking one needs no RETURNING:
         // SQLite gathers a RETURNING clause's rows in a temporary table, which made the take
         // about twice as expensive as the update itself.
-        // `claims` last, after the job's columns: 0 until a claim (migration 0018).
+        // The claims made of the job so far last, after its columns: 0 until a claim (migration
+        // 0018); a claim by an older haul, which did not count it, set attempt_started_at, and
+        // counts as one here and in the take.
         let pick = try database.statement("""
-            SELECT \(Job.columns(host: "?4")), claims FROM jobs WHERE host_id = ?1 AND state = 'queued' AND next_attempt_at <= ?2
+            SELECT \(Job.columns(host: "?4")), claims + (claims = 0 AND attempt_started_at IS NOT NULL)
+            FROM jobs WHERE host_id = ?1 AND state = 'queued' AND next_attempt_at <= ?2
             ORDER BY next_attempt_at, id LIMIT ?3
             """)
         let take = try database.statement("""
-            UPDATE OR FAIL jobs SET state = 'running', attempts = attempts + 1, claims = claims + 1,
+            UPDATE OR FAIL jobs SET state = 'running', attempts = attempts + 1,
+                claims = claims + 1 + (claims = 0 AND attempt_started_at IS NOT NULL),
                 max_attempts = coalesce(?1, max_attempts),
                 lease_token = ?2, lease_owner = ?3, lease_expires_at = ?4, updated_at = ?5,
                 attempt_started_at = ?5, attempt_start_bytes = received_bytes

@@ -12,8 +12,9 @@
 ///   one whose lease expired after it recorded progress (bytes past those it began from);
 /// - a job is held by one lease at a time: no job is claimed by two claimers at once;
 /// - a lease is a `firstTry` only when its claim is the first any claimer ever made of the job
-///   (a claim handed back uncounted, a retry or a refetch still counts as made); when a store
-///   cannot tell, it says false;
+///   (a claim handed back uncounted, a retry or a refetch still counts as made, and so does one
+///   by an older haul on the same queue); when a store cannot tell, it says false. A queue put
+///   back from a copy older than the temp files in its output folder is not covered;
 /// - times are Unix milliseconds on the store's clock (`now()`); for a store shared by several
 ///   machines that is the database server's clock, and times the engine sends (retry times,
 ///   pauses) are taken as offsets from its own clock and moved onto the store's;
