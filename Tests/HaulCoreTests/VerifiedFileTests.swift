@@ -75,6 +75,30 @@ final class VerifiedFileTests: XCTestCase {
 
     // MARK: The way to the destination
 
+    /// In a batch, a folder found without links is looked at once: its next files pass on the
+    /// batch's word (`clear`), even if a link took its place meanwhile; a folder with a link on
+    /// its way is not remembered, and a new batch looks again.
+    func testABatchLooksAtAFolderWithoutLinksOnce() throws {
+        let root = try makeTempDirectory()
+        let real = root.file("real")
+        try FileManager.default.createDirectory(atPath: real + "/deep", withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: root.file("old"), withDestinationPath: real)
+        let added = Int(Date().timeIntervalSince1970 * 1000) - 1000
+        var clear = Set<String>()
+        XCTAssertNoThrow(try TempFile(destination: real + "/deep/f1", jobID: 1, queue: 0).checkNoNewLinks(since: added, clear: &clear))
+        XCTAssertEqual(clear, [real + "/deep"])
+        XCTAssertThrowsError(try TempFile(destination: root.file("old") + "/deep/f", jobID: 2, queue: 0)
+            .checkNoNewLinks(since: added, clear: &clear), "a link made after the add")
+        XCTAssertEqual(clear, [real + "/deep"], "a way with a link is not remembered")
+        // The folder swapped for a new link within the batch: its next file passes unlooked.
+        try FileManager.default.moveItem(atPath: real + "/deep", toPath: real + "/moved")
+        try FileManager.default.createSymbolicLink(atPath: real + "/deep", withDestinationPath: real + "/moved")
+        XCTAssertNoThrow(try TempFile(destination: real + "/deep/f2", jobID: 3, queue: 0).checkNoNewLinks(since: added, clear: &clear))
+        var next = Set<String>()
+        XCTAssertThrowsError(try TempFile(destination: real + "/deep/f3", jobID: 4, queue: 0).checkNoNewLinks(since: added, clear: &next),
+                             "the next batch looks again")
+    }
+
     /// A way with no link passes (one openat2); a link made before the job was added passes;
     /// one made after it is refused, wherever it sits on the way.
     func testOnlyALinkMadeAfterTheAddIsRefusedOnTheWay() throws {

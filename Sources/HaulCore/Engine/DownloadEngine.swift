@@ -369,7 +369,9 @@ private final class Runner: @unchecked Sendable {
             // queues, every piece of a turn would have gone to the same queue.
             preparationPieces &+= 1
             prepareQueues[preparationPieces % prepareQueues.count].async { [self] in
-                let results = chunk.map { ($0.lease, $0.generation, prepareFiles($0.lease, queueIdentity: queueIdentity)) }
+                // Folders found without links, looked at once a piece (see `TempFile.checkNoNewLinks`).
+                var clear = Set<String>()
+                let results = chunk.map { ($0.lease, $0.generation, prepareFiles($0.lease, queueIdentity: queueIdentity, clear: &clear)) }
                 queue.enqueue { [self] in
                     for (lease, generation, preparation) in results { finishPreparing(lease, generation: generation, preparation) }
                 }
@@ -420,12 +422,12 @@ private final class Runner: @unchecked Sendable {
     /// Looks at what is at the destination, opens the temp file and decides how to resume.
     /// Runs on a `prepareQueues` queue: it reads only constants (`options`) and its arguments, and
     /// sends events through the queue, never touching this runner's state.
-    private func prepareFiles(_ lease: Lease, queueIdentity: Int) -> Preparation {
+    private func prepareFiles(_ lease: Lease, queueIdentity: Int, clear: inout Set<String>) -> Preparation {
         let job = lease.job
         let token = lease.token
         let temp = TempFile(destination: job.destination, jobID: job.id, queue: queueIdentity)
         do {
-            try temp.checkNoNewLinks(since: job.createdAt)
+            try temp.checkNoNewLinks(since: job.createdAt, clear: &clear)
         } catch {
             return .ended(.prepareFailed(token: token, .unsafeDestination(String(describing: error))))
         }

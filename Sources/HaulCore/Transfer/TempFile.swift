@@ -103,10 +103,23 @@ public struct TempFile: Sendable {
     /// (often 4 ms) behind the clock `since` was read from: a link made just after the add can
     /// carry an earlier time, so links changed up to one tick before `since` count as new too.
     public func checkNoNewLinks(since: Int) throws {
+        var clear = Set<String>()
+        try checkNoNewLinks(since: since, clear: &clear)
+    }
+
+    /// `checkNoNewLinks(since:)` for one of a batch of files prepared together: a folder in
+    /// `clear` was found a moment ago (earlier in the batch) with no link at all on its way, and
+    /// is not looked at again; a folder found so is added. A batch of workload A's files then
+    /// looks at their one folder once, not once a file (two system calls each).
+    public func checkNoNewLinks(since: Int, clear: inout Set<String>) throws {
         // Most ways hold no link at all: one system call says so (and the component-by-component
         // look below, which allows links older than the job, is needed only when it does not).
         let folder = destination.parentFolder
-        if haul_way_has_no_links(folder) == 1 { return }
+        if clear.contains(folder) { return }
+        if haul_way_has_no_links(folder) == 1 {
+            clear.insert(folder)
+            return
+        }
         let since = since - Self.coarseClockTick
         var pending = folder.split(separator: "/").map(String.init)
         var current = ""  // the way resolved so far, links followed
