@@ -156,6 +156,9 @@ final class ExistingFileTests: XCTestCase {
         try setMark(h.out + "/beside.1.bin", ExistingFile.mark(jobID: 3, createdAt: 0))  // another job's mark
         _ = try plant(h, "beside.2.bin", Data("haul's, unrecorded".utf8))
         try setMark(h.out + "/beside.2.bin", ExistingFile.mark(jobID: beside.id, createdAt: beside.createdAt))
+        // As the killed run left them: each job claimed once (a job never claimed placed nothing,
+        // and is not looked for beside its destination: see `Lease.firstTry`).
+        try Database(path: h.db, mode: .mustExist).execute("UPDATE jobs SET claims = 1")
 
         XCTAssertEqual(try h.run(["run"]).status, 0)
 

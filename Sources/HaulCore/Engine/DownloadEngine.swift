@@ -182,6 +182,8 @@ private final class Runner: @unchecked Sendable {
     /// Writes small bodies as their files are verified, ahead of placement; the one way such a
     /// file is placed or closed (see its guarantees).
     private let heldBodies = HeldBodyWriter()
+    /// Output folders empty when first looked at: a first try there does not examine its destination.
+    private let emptyFolders = EmptyFolders()
 
     init(core: EngineCore, store: StoreExecutor, transport: Transport, options: EngineOptions,
          emit: @escaping @Sendable (EngineEvent) -> Void) {
@@ -451,10 +453,14 @@ private final class Runner: @unchecked Sendable {
         let found: ExistingFile.Found
         // Haul's own file is replaced (a refresh) only if it is still unchanged when the download
         // is placed: a user who writes there meanwhile keeps their file, as `policy` says.
-        if let beside = job.placed?.path, ExistingFile.examine(beside, placed: job.placed) == .haulsOwn {
+        if lease.firstTry, emptyFolders.wereEmpty(job.destination.parentFolder) {
+            // Never tried (nothing of its own anywhere, no mark on any file), in a folder that
+            // held nothing when this run first looked: nothing to examine (see `EmptyFolders`).
+            found = .nothing
+        } else if let beside = job.placed?.path, ExistingFile.examine(beside, placed: job.placed) == .haulsOwn {
             found = .haulsOwn
             mode = policy == .replace ? .replaceAt(beside) : .replaceOwn(beside: beside, placed: job.placed, mark: nil, otherwise: mode)
-        } else if policy == .rename, job.placed == nil, case let mark = ExistingFile.mark(for: job),
+        } else if policy == .rename, job.placed == nil, !lease.firstTry, case let mark = ExistingFile.mark(for: job),
                   let beside = ExistingFile.markedBeside(job.destination, mark: mark) {
             // Placed beside the user's file, then a crash came before the queue recorded where:
             // the new download goes over it, not to the next free name.
