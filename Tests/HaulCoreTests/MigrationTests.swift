@@ -196,38 +196,36 @@ final class MigrationTests: XCTestCase {
     /// random identity.
     func testUpgradedQueueWithJobsKeepsTheTempFileNamesItHad() throws {
         let directory = try makeTempDirectory()
-        let before = Array(Migration.embedded.prefix { $0.name < "0014" })
-        XCTAssertEqual(before.count, 13)
         let withJobs = directory.file("jobs.db")
-        do {
-            let old = try Database(path: withJobs, migrations: before)
-            try old.execute("INSERT INTO hosts (id, host) VALUES (1, 'a.example:443')")
-            try old.execute("""
-                INSERT INTO jobs (id, url, host_id, destination, destination_key, created_at, updated_at)
-                VALUES (1, 'https://a.example/x', 1, '/d/x', 1, 1, 1)
-                """)
-        }
+        try makeOldQueue(at: withJobs, before: "0014", migrations: 13) { _ in }
         XCTAssertEqual(try JobQueue(path: withJobs).identity(), 0)
         let empty = directory.file("empty.db")
-        _ = try Database(path: empty, migrations: before)
+        _ = try Database(path: empty, migrations: Array(Migration.embedded.prefix { $0.name < "0014" }))
         XCTAssertNotEqual(try JobQueue(path: empty).identity(), 0)
+    }
+
+    /// A queue at `path` with the migrations named before `version` (`migrations` of them) and
+    /// one queued job, 1 (https://a.example/x, host 1), inserted by hand; `more` adds to it.
+    private func makeOldQueue(at path: String, before version: String, migrations: Int, _ more: (Database) throws -> Void) throws {
+        let before = Array(Migration.embedded.prefix { $0.name < version })
+        XCTAssertEqual(before.count, migrations)
+        let old = try Database(path: path, migrations: before)
+        try old.execute("INSERT INTO hosts (id, host) VALUES (1, 'a.example:443')")
+        try old.execute("""
+            INSERT INTO jobs (id, url, host_id, destination, destination_key, created_at, updated_at)
+            VALUES (1, 'https://a.example/x', 1, '/d/x', 1, 1, 1)
+            """)
+        try more(old)
     }
 
     /// A job queued before 0018 (claims) may have been tried already: its next claim is not a
     /// first try, so it looks for an earlier attempt's temp file. A job added after is one.
     func testJobsQueuedBeforeClaimsWereCountedAreNotFirstTries() throws {
         let directory = try makeTempDirectory()
-        let before = Array(Migration.embedded.prefix { $0.name < "0018" })
-        XCTAssertEqual(before.count, 17)
         let path = directory.file("jobs.db")
-        do {
-            let old = try Database(path: path, migrations: before)
+        try makeOldQueue(at: path, before: "0018", migrations: 17) { old in
             // The queue keeps its counts itself since 0015: the host's and the state's, by hand.
-            try old.execute("INSERT INTO hosts (id, host, queued) VALUES (1, 'a.example:443', 1)")
-            try old.execute("""
-                INSERT INTO jobs (id, url, host_id, destination, destination_key, created_at, updated_at)
-                VALUES (1, 'https://a.example/x', 1, '/d/x', 1, 1, 1)
-                """)
+            try old.execute("UPDATE hosts SET queued = 1")
             try old.execute("UPDATE job_totals SET jobs = jobs + 1, unknown_size = unknown_size + 1 WHERE state = 'queued'")
         }
         let queue = try JobQueue(path: path)
