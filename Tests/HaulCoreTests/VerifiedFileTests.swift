@@ -76,27 +76,33 @@ final class VerifiedFileTests: XCTestCase {
     // MARK: The way to the destination
 
     /// In a batch, a folder found without links is looked at once: its next files pass on the
-    /// batch's word (`clear`), even if a link took its place meanwhile; a folder with a link on
-    /// its way is not remembered, and a new batch looks again.
+    /// batch's word (`clear`), even if a link took its place meanwhile, for `clearFor` after the
+    /// look; a folder with a link on its way is not remembered, and a new batch looks again.
     func testABatchLooksAtAFolderWithoutLinksOnce() throws {
         let root = try makeTempDirectory()
         let real = root.file("real")
         try FileManager.default.createDirectory(atPath: real + "/deep", withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: root.file("old"), withDestinationPath: real)
         let added = Int(Date().timeIntervalSince1970 * 1000) - 1000
-        var clear = Set<String>()
-        XCTAssertNoThrow(try TempFile(destination: real + "/deep/f1", jobID: 1, queue: 0).checkNoNewLinks(since: added, clear: &clear))
-        XCTAssertEqual(clear, [real + "/deep"])
+        var clear: [String: UInt64] = [:]
+        let t0: UInt64 = 1_000_000_000
+        XCTAssertNoThrow(try TempFile(destination: real + "/deep/f1", jobID: 1, queue: 0)
+            .checkNoNewLinks(since: added, clear: &clear, now: t0))
+        XCTAssertEqual(clear, [real + "/deep": t0])
         XCTAssertThrowsError(try TempFile(destination: root.file("old") + "/deep/f", jobID: 2, queue: 0)
-            .checkNoNewLinks(since: added, clear: &clear), "a link made after the add")
-        XCTAssertEqual(clear, [real + "/deep"], "a way with a link is not remembered")
-        // The folder swapped for a new link within the batch: its next file passes unlooked.
+            .checkNoNewLinks(since: added, clear: &clear, now: t0), "a link made after the add")
+        XCTAssertEqual(clear, [real + "/deep": t0], "a way with a link is not remembered")
+        // The folder swapped for a new link within the batch: its next file passes unlooked,
+        // until the look is `clearFor` old.
         try FileManager.default.moveItem(atPath: real + "/deep", toPath: real + "/moved")
         try FileManager.default.createSymbolicLink(atPath: real + "/deep", withDestinationPath: real + "/moved")
-        XCTAssertNoThrow(try TempFile(destination: real + "/deep/f2", jobID: 3, queue: 0).checkNoNewLinks(since: added, clear: &clear))
-        var next = Set<String>()
-        XCTAssertThrowsError(try TempFile(destination: real + "/deep/f3", jobID: 4, queue: 0).checkNoNewLinks(since: added, clear: &next),
-                             "the next batch looks again")
+        XCTAssertNoThrow(try TempFile(destination: real + "/deep/f2", jobID: 3, queue: 0)
+            .checkNoNewLinks(since: added, clear: &clear, now: t0 + TempFile.clearFor - 1))
+        XCTAssertThrowsError(try TempFile(destination: real + "/deep/f3", jobID: 4, queue: 0)
+            .checkNoNewLinks(since: added, clear: &clear, now: t0 + TempFile.clearFor), "a look 10 ms old is not used")
+        var next: [String: UInt64] = [:]
+        XCTAssertThrowsError(try TempFile(destination: real + "/deep/f4", jobID: 5, queue: 0)
+            .checkNoNewLinks(since: added, clear: &next, now: t0), "the next batch looks again")
     }
 
     /// A way with no link passes (one openat2); a link made before the job was added passes;

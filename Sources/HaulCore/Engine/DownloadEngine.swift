@@ -372,7 +372,7 @@ private final class Runner: @unchecked Sendable {
             preparationPieces &+= 1
             prepareQueues[preparationPieces % prepareQueues.count].async { [self] in
                 // Folders found without links, looked at once a piece (see `TempFile.checkNoNewLinks`).
-                var clear = Set<String>()
+                var clear: [String: UInt64] = [:]
                 let results = chunk.map { ($0.lease, $0.generation, prepareFiles($0.lease, queueIdentity: queueIdentity, clear: &clear)) }
                 queue.enqueue { [self] in
                     for (lease, generation, preparation) in results { finishPreparing(lease, generation: generation, preparation) }
@@ -424,12 +424,12 @@ private final class Runner: @unchecked Sendable {
     /// Looks at what is at the destination, opens the temp file and decides how to resume.
     /// Runs on a `prepareQueues` queue: it reads only constants (`options`) and its arguments, and
     /// sends events through the queue, never touching this runner's state.
-    private func prepareFiles(_ lease: Lease, queueIdentity: Int, clear: inout Set<String>) -> Preparation {
+    private func prepareFiles(_ lease: Lease, queueIdentity: Int, clear: inout [String: UInt64]) -> Preparation {
         let job = lease.job
         let token = lease.token
         let temp = TempFile(destination: job.destination, jobID: job.id, queue: queueIdentity)
         do {
-            try temp.checkNoNewLinks(since: job.createdAt, clear: &clear)
+            try temp.checkNoNewLinks(since: job.createdAt, clear: &clear, now: DispatchTime.now().uptimeNanoseconds)
         } catch {
             return .ended(.prepareFailed(token: token, .unsafeDestination(String(describing: error))))
         }
@@ -453,14 +453,15 @@ private final class Runner: @unchecked Sendable {
         let found: ExistingFile.Found
         // Haul's own file is replaced (a refresh) only if it is still unchanged when the download
         // is placed: a user who writes there meanwhile keeps their file, as `policy` says.
-        if lease.firstTry, emptyFolders.wereEmpty(job.destination.parentFolder) {
-            // Never tried (nothing of its own anywhere, no mark on any file), in a folder that
-            // held nothing when this run first looked: nothing to examine (see `EmptyFolders`).
+        if lease.firstTry, job.checksum == nil, emptyFolders.wereEmpty(job.destination.parentFolder) {
+            // Never tried (nothing of its own anywhere), in a folder that held nothing when this
+            // run first looked: nothing to examine (see `EmptyFolders`). Not with a checksum: a
+            // file found there must match it, and is examined.
             found = .nothing
         } else if let beside = job.placed?.path, ExistingFile.examine(beside, placed: job.placed) == .haulsOwn {
             found = .haulsOwn
             mode = policy == .replace ? .replaceAt(beside) : .replaceOwn(beside: beside, placed: job.placed, mark: nil, otherwise: mode)
-        } else if policy == .rename, job.placed == nil, !lease.firstTry, case let mark = ExistingFile.mark(for: job),
+        } else if policy == .rename, job.placed == nil, case let mark = ExistingFile.mark(for: job),
                   let beside = ExistingFile.markedBeside(job.destination, mark: mark) {
             // Placed beside the user's file, then a crash came before the queue recorded where:
             // the new download goes over it, not to the next free name.

@@ -103,21 +103,27 @@ public struct TempFile: Sendable {
     /// (often 4 ms) behind the clock `since` was read from: a link made just after the add can
     /// carry an earlier time, so links changed up to one tick before `since` count as new too.
     public func checkNoNewLinks(since: Int) throws {
-        var clear = Set<String>()
-        try checkNoNewLinks(since: since, clear: &clear)
+        var clear: [String: UInt64] = [:]
+        try checkNoNewLinks(since: since, clear: &clear, now: 0)
     }
 
+    /// How long a folder found with no link on its way is taken at that word
+    /// (`checkNoNewLinks(since:clear:now:)`), in nanoseconds: 10 ms.
+    public static let clearFor: UInt64 = 10_000_000
+
     /// `checkNoNewLinks(since:)` for one of a batch of files prepared together: a folder in
-    /// `clear` was found a moment ago (earlier in the batch) with no link at all on its way, and
-    /// is not looked at again; a folder found so is added. A batch of workload A's files then
-    /// looks at their one folder once, not once a file (two system calls each).
-    public func checkNoNewLinks(since: Int, clear: inout Set<String>) throws {
+    /// `clear` was found with no link at all on its way less than `clearFor` before `now` (a
+    /// monotonic time in nanoseconds; earlier in the batch), and is not looked at again; a folder
+    /// found so is added with `now`. A batch of workload A's files then looks at their one folder
+    /// once, not once a file (two system calls each), and no file is prepared on a look older
+    /// than 10 ms (a preparation that reads a large file for its checksum cannot stretch it).
+    public func checkNoNewLinks(since: Int, clear: inout [String: UInt64], now: UInt64) throws {
         // Most ways hold no link at all: one system call says so (and the component-by-component
         // look below, which allows links older than the job, is needed only when it does not).
         let folder = destination.parentFolder
-        if clear.contains(folder) { return }
+        if let checked = clear[folder], now &- checked < Self.clearFor { return }
         if haul_way_has_no_links(folder) == 1 {
-            clear.insert(folder)
+            clear[folder] = now
             return
         }
         let since = since - Self.coarseClockTick
