@@ -7,8 +7,8 @@ import HaulCore
 /// `advisoryLockKey` while it reads and applies, and releases it before returning, also on
 /// error — so two processes starting at once apply each migration once; migrations run in
 /// version order, each in its own transaction together with its row in `schema_migrations`
-/// (on a new database, all of them in one), so a failure leaves the database at a whole version. A database that records a version this
-/// binary does not know is refused (`PostgresError` of kind `.unknownMigration`) and left
+/// (on a new database, all of them in one), so a failure leaves the database at a whole
+/// version. A database that records a version this binary does not know is refused (`PostgresError` of kind `.unknownMigration`) and left
 /// untouched, and so is one whose schema holds tables but no haul migration (another program's:
 /// `.notAQueue`). A migration's SQL must not hold its own BEGIN or COMMIT; a setting it makes
 /// with SET LOCAL lasts to the end of its transaction, which on a new database is the end of
@@ -62,7 +62,9 @@ public struct PostgresMigrator: Sendable {
                 applied_at timestamptz NOT NULL DEFAULT now()
             )
             """
-        if applied.isEmpty && !pending.isEmpty {
+        if pending.isEmpty {
+            // Up to date.
+        } else if applied.isEmpty {
             // A new database: every migration in one transaction, sent as one query. Each in its
             // own cost a commit (a flush of the server's log) and four round trips apiece: about
             // 3 ms of the ~50 ms a first `haul status` takes on a new database (medians of 10,
@@ -81,14 +83,14 @@ public struct PostgresMigrator: Sendable {
                 throw PostgresError(kind: error.kind, sqlState: error.sqlState, message: error.message,
                                     sql: "the migrations of a new database, \(pending.map(\.name).joined(separator: ", "))")
             }
-        } else if !pending.isEmpty {
+        } else {
             try connection.execute(createTable)
-        }
-        for migration in pending where !applied.isEmpty {
-            try connection.transaction {
-                try connection.execute(migration.sql)
-                try connection.run("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-                                   [.int(migration.version), .string(migration.name)])
+            for migration in pending {
+                try connection.transaction {
+                    try connection.execute(migration.sql)
+                    try connection.run("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                                       [.int(migration.version), .string(migration.name)])
+                }
             }
         }
         unlocked = true

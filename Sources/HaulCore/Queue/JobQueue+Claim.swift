@@ -63,7 +63,7 @@ extension JobQueue {
         // about twice as expensive as the update itself.
         // The claims made of the job so far last, after its columns: 0 until a claim (migration
         // 0018); a claim by an older haul, which did not count it, set attempt_started_at, and
-        // counts as one here and in the take.
+        // counts as one. The take writes that count and one more (?7), read in this transaction.
         let pick = try database.statement("""
             SELECT \(Job.columns(host: "?4")), claims + (claims = 0 AND attempt_started_at IS NOT NULL)
             FROM jobs WHERE host_id = ?1 AND state = 'queued' AND next_attempt_at <= ?2
@@ -71,7 +71,7 @@ extension JobQueue {
             """)
         let take = try database.statement("""
             UPDATE OR FAIL jobs SET state = 'running', attempts = attempts + 1,
-                claims = claims + 1 + (claims = 0 AND attempt_started_at IS NOT NULL),
+                claims = ?7,
                 max_attempts = coalesce(?1, max_attempts),
                 lease_token = ?2, lease_owner = ?3, lease_expires_at = ?4, updated_at = ?5,
                 attempt_started_at = ?5, attempt_start_bytes = received_bytes
@@ -105,6 +105,7 @@ extension JobQueue {
                 try take.bind(now + leaseMilliseconds, at: 4)
                 try take.bind(now, at: 5)
                 try take.bind(queued.id, at: 6)
+                try take.bind(claims + 1, at: 7)
                 try take.runBound()
                 guard database.changes == 1 else { continue }
                 // The attempt is open on the job's row (migration 0016); its record is written

@@ -36,22 +36,16 @@ public final class EmptyFolders: Sendable {
         return empty
     }
 
-    /// Reads `folder` up to its first entry that is not ".", ".." or a haul temp file.
+    /// Reads `folder` up to its first entry that is not ".", ".." or a haul temp file (a name
+    /// `TempFile.jobID(fromName:)` takes, as the start-up sweep does).
     static func holdsOnlyTempFiles(_ folder: String) -> Bool {
         guard let directory = opendir(folder) else { return errno == ENOENT }
         defer { closedir(directory) }
         while true {
             errno = 0
             guard let entry = readdir(directory) else { return errno == 0 }  // the end, or an error
-
-            let isTempOrDot = withUnsafeBytes(of: entry.pointee.d_name) { raw -> Bool in
-                let name = raw.bindMemory(to: UInt8.self)
-                let length = name.firstIndex(of: 0) ?? name.count
-                let bytes = UnsafeBufferPointer(rebasing: name[..<length])
-                if bytes.elementsEqual(".".utf8) || bytes.elementsEqual("..".utf8) { return true }
-                return bytes.starts(with: TempFile.prefix.utf8) && bytes.reversed().starts(with: TempFile.suffix.utf8.reversed())
-            }
-            if !isTempOrDot { return false }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != ".", name != "..", TempFile.jobID(fromName: name) == nil { return false }
         }
     }
 }

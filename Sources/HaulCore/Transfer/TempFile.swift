@@ -177,9 +177,9 @@ public struct TempFile: Sendable {
     /// starts in an unnamed file of the folder (`unnamed` in the result), where the file system
     /// has them. With `lookForEarlier` false as well, the download starts unnamed without
     /// looking for an earlier attempt's file: for a job no earlier attempt can have left one
-    /// (see `Lease.firstTry`); whatever else holds the name is left alone. Looking costs a lookup of a name that is
-    /// not there, which on ext4 searches the folder's blocks: measured on workload A, a tenth of
-    /// the kernel time a file spent opening.
+    /// (see `Lease.firstTry`); whatever else holds the name is left alone. Looking costs a lookup
+    /// of a name that is not there, which on ext4 searches the folder's blocks: measured on
+    /// workload A, a tenth of the kernel time a file spent opening.
     public func open(unnamed: Bool, lookForEarlier: Bool = true) throws -> (descriptor: Int32, length: Int64, unnamed: Bool) {
         let flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK
         let folder = path.parentFolder
