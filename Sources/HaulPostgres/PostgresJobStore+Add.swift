@@ -5,9 +5,9 @@ extension PostgresJobStore {
     /// lines is a few dozen statements.
     static let rowsPerInsert = 4_000
 
-    /// Adds a batch in one transaction (see `JobStore`): destinations stay unique through the
-    /// unique destination key, inserted `ON CONFLICT DO NOTHING`; an entry whose row was not
-    /// inserted is judged against the job holding its key.
+    /// Adds a batch in one transaction (see `JobStore`): destinations stay unique through their
+    /// keys in job_destinations, inserted `ON CONFLICT DO NOTHING`; an entry whose key was taken
+    /// is judged against the job holding it.
     public func add(_ batch: JobBatch, maxAttempts: Int, profileID: Int?, ifExists: ExistingFilePolicy) throws -> [AddOutcome] {
         guard !batch.isEmpty else { return [] }
         let outcomes = try insert(batch, maxAttempts: maxAttempts, profileID: profileID, ifExists: ifExists)
@@ -77,17 +77,13 @@ extension PostgresJobStore {
                 guard case .rejected(.destinationTaken) = outcomes[index] else { continue }
                 let destination = JobBatch.suffixed(batch.destination(index), for: batch.url(index))
                 let key = JobBatch.destinationKey(destination)
-                let row = try rows("""
-                    INSERT INTO jobs (url, host_id, destination, destination_key, checksum, max_attempts, created_at, updated_at,
-                                      profile_id, if_exists, claims)
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, 0) ON CONFLICT (destination_key) DO NOTHING RETURNING id
-                    """, [.text(batch.url(index)), .int(hostIDs[Int(batch.entries[index].host)]), .text(destination), .int(key),
-                          .text(batch.checksum(index)), .int(maxAttempts), .int(now), .int(profileID),
-                          .text(ifExists == .skip ? nil : ifExists.rawValue)])
+                let row = try rows(Self.insertSQL, [
+                    .texts([batch.url(index)]), .ints([hostIDs[Int(batch.entries[index].host)]]), .texts([destination]),
+                    .ints([key]), .texts([batch.checksum(index)]), .int(maxAttempts), .int(now), .int(profileID),
+                    .text(ifExists == .skip ? nil : ifExists.rawValue)])
                 if let row = row.first {
                     outcomes[index] = .added(jobID: row.int(0))
-                } else if let holder = try rows("SELECT id, url FROM jobs WHERE destination_key = $1", [.int(key)]).first,
-                          holder.string(1) == batch.url(index) {
+                } else if let holder = try rows(Self.holdersSQL, [.ints([key])]).first, holder.string(1) == batch.url(index) {
                     outcomes[index] = .alreadyQueued(jobID: holder.int(0))
                 }
             }
@@ -102,18 +98,38 @@ extension PostgresJobStore {
         }
     }
 
+    /// Inserts jobs given as arrays (no key twice): each takes its destination key in
+    /// job_destinations first (migration 0009), `ON CONFLICT DO NOTHING`, and only the keys it got
+    /// become jobs, with the ids drawn for them there. Returns `id, destination_key` of each.
+    static let insertSQL = """
+        WITH r AS (
+            SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::text[]) WITH ORDINALITY AS r(u, h, d, k, c, n)
+        ),
+        taken AS (
+            INSERT INTO job_destinations (destination_key, job_id)
+            SELECT k, nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) FROM r ORDER BY n
+            ON CONFLICT (destination_key) DO NOTHING
+            RETURNING destination_key, job_id
+        )
+        INSERT INTO jobs (id, url, host_id, destination, destination_key, checksum, max_attempts, created_at, updated_at,
+                          profile_id, if_exists, claims)
+        SELECT taken.job_id, u, h, d, k, c, $6, $7, $7, $8, $9, 0
+        FROM taken JOIN r ON r.k = taken.destination_key
+        ORDER BY taken.job_id
+        RETURNING id, destination_key
+        """
+
+    /// The jobs holding the destination keys `$1`: `id, url, destination, destination_key`.
+    static let holdersSQL = """
+        SELECT j.id, j.url, j.destination, j.destination_key
+        FROM job_destinations d JOIN jobs j ON j.id = d.job_id
+        WHERE d.destination_key = ANY($1::bigint[])
+        """
+
     /// Inserts the entries `chunk` (no key twice) with one statement; returns the new ids by key.
     private func insert(_ chunk: [Int], of batch: JobBatch, hostIDs: [Int], maxAttempts: Int, profileID: Int?,
                         ifExists: ExistingFilePolicy, now: Int) throws -> [Int: Int] {
-        let inserted = try rows("""
-            INSERT INTO jobs (url, host_id, destination, destination_key, checksum, max_attempts, created_at, updated_at,
-                              profile_id, if_exists, claims)
-            SELECT u, h, d, k, c, $6, $7, $7, $8, $9, 0
-            FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::text[]) WITH ORDINALITY AS r(u, h, d, k, c, n)
-            ORDER BY n
-            ON CONFLICT (destination_key) DO NOTHING
-            RETURNING id, destination_key
-            """, [.texts(chunk.map { batch.url($0) }), .ints(chunk.map { hostIDs[Int(batch.entries[$0].host)] }),
+        let inserted = try rows(Self.insertSQL, [.texts(chunk.map { batch.url($0) }), .ints(chunk.map { hostIDs[Int(batch.entries[$0].host)] }),
                   .texts(chunk.map { batch.destination($0) }), .ints(chunk.map { batch.entries[$0].key }),
                   .texts(chunk.map { batch.checksum($0) }), .int(maxAttempts), .int(now), .int(profileID),
                   .text(ifExists == .skip ? nil : ifExists.rawValue)])
@@ -129,8 +145,7 @@ extension PostgresJobStore {
         while start < indices.count {
             let chunk = Array(indices[start..<min(start + Self.rowsPerInsert, indices.count)])
             var holders: [Int: (id: Int, url: String, destination: String)] = [:]
-            for row in try rows("SELECT id, url, destination, destination_key FROM jobs WHERE destination_key = ANY($1::bigint[])",
-                                [.ints(chunk.map { batch.entries[$0].key })]) {
+            for row in try rows(Self.holdersSQL, [.ints(chunk.map { batch.entries[$0].key })]) {
                 holders[row.int(3)] = (row.int(0), row.string(1), row.string(2))
             }
             for index in chunk {

@@ -466,6 +466,29 @@ struct PostgresConnectionTests {
         #expect(leases.map(\.firstTry) == [false, true])
     }
 
+    /// A destination held by a job queued before 0009 (destinations in their own table) is
+    /// still held after the upgrade: the same line again is that job, another URL for it is
+    /// refused, and a name made from a URL gives way.
+    @Test func destinationsQueuedBeforeTheyMovedAreStillHeld() throws {
+        let (location, connection) = try queueOfOneHost(migrations: 8)
+        let resolver = DestinationResolver(directory: "/d")
+        let line = { (text: String) in try #require(try InputLine.parse(Array(text.utf8), resolver: resolver)) }
+        let old = try line("https://a.example/x.iso")
+        try connection.run("""
+            INSERT INTO jobs (url, host_id, destination, destination_key, created_at, updated_at)
+            VALUES ($1, (SELECT id FROM hosts), $2, $3, 1, 1)
+            """, [.string(old.url.string), .string(old.destination), .int(JobBatch.destinationKey(old.destination))])
+        let id = try #require(try connection.query("SELECT id FROM jobs").first?.int(0))
+        try PostgresMigrator().migrate(connection)
+        let store = try PostgresJobStore(url: location)
+        let outcomes = try store.add([old, try line("https://b.example/q out=x.iso"), try line("https://b.example/x.iso")],
+                                     maxAttempts: 5, profileID: nil, ifExists: .skip)
+        #expect(Array(outcomes.prefix(2)) == [.alreadyQueued(jobID: id), .rejected(.destinationTaken(byJob: id, url: old.url.string))])
+        guard case .added(let suffixed) = outcomes[2] else { Issue.record("\(outcomes)"); return }
+        #expect(try store.job(id: suffixed)?.destination == JobBatch.suffixed("/d/x.iso", for: "https://b.example/x.iso"))
+        #expect(try connection.query("SELECT count(*) FROM jobs").first?.int(0) == 2)
+    }
+
     /// An older haul on the same queue claims without counting claims, but sets
     /// attempt_started_at: the next claim of such a job is not a first try, and counts both.
     @Test func aClaimByAnOlderHaulIsCountedByTheNext() throws {
