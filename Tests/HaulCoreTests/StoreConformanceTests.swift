@@ -646,6 +646,30 @@ import Testing
         #expect(gave == 2 && held.count == 2, "4 against 0 settles at 2 and 2: gave \(gave)")
     }
 
+    /// Slots given back count as the waiting claimer's until it takes them: a holder is not told
+    /// to give more while they wait for the waiter's next request (else it gave all it was told
+    /// to between two of the waiter's requests, and the shares swung past even).
+    @Test(arguments: StoreKind.allCases) func slotsGivenBackAndNotYetTakenCountAsTheWaiters(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let (claimers, a) = try claimersOfOneHost(fixture, 2, cap: 4)
+        let x = claimers[0], y = claimers[1]
+        var held = try x.exchange(request("x/1/1", want: [a: 4])).grantedSlots
+        #expect(try y.exchange(request("y/2/2", want: [a: 4])).grantedSlots.isEmpty, "the cap is full")
+        var gave = 0
+        while gave <= 4 {
+            var renew = request("x/1/1")
+            renew.renewSlots = held
+            renew.heldByHost = [a: 1]
+            guard try x.exchange(renew).contendedHosts.contains(a) else { break }
+            var back = request("x/1/1")
+            back.releaseSlots = [held.removeLast()]
+            _ = try x.exchange(back)
+            gave += 1  // y does not ask meanwhile
+        }
+        #expect(gave == 2, "4 against 0 with y not asking: x gives 2 and is told no more (gave \(gave))")
+        #expect(try y.exchange(request("y/2/2", want: [a: 4])).grantedSlots.count == 2)
+    }
+
     // MARK: From the second review
 
     /// A worker evicted between its heartbeat and its exchange (a stall there, modelled by the

@@ -80,7 +80,9 @@ public struct ExchangeResult: Sendable {
     public var lostSlots: [SlotLease] = []
     /// Job leases whose renewal was refused: abandon their transfers.
     public var lostJobs: [JobLeaseID] = []
-    /// Hosts of slots the claimer holds where another claimer waits for a slot.
+    /// Hosts of slots the claimer holds where another claimer waits for a slot, and would hold
+    /// at least two fewer than this one even after taking the host's free slots (so claimers
+    /// settle at shares that differ by one at most; slots given back count as the waiter's).
     public var contendedHosts: Set<Int> = []
     /// The caps of the hosts slots were asked for.
     public var caps: [Int: Int] = [:]

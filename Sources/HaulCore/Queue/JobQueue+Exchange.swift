@@ -167,15 +167,19 @@ extension JobQueue {
     }
 
     /// Which of `hosts` another claimer wants a slot of while this one holds at least two more of
-    /// its slots than that claimer, and which are paused. Each slot given back narrows the gap, so
-    /// claimers settle at shares that differ by one at most instead of passing a slot back and
-    /// forth (two on a cap of 16: 8 each).
+    /// its slots than that claimer would hold once it took the host's free slots, and which are
+    /// paused. Each slot given back narrows the gap, so claimers settle at shares that differ by
+    /// one at most instead of passing a slot back and forth (two on a cap of 16: 8 each). The
+    /// free slots count as the waiter's: slots given back wait for the waiter's next request,
+    /// and a holder that went on giving while they waited gave too many (measured on PostgreSQL,
+    /// two `haul run` on one host of cap 16: the first gave 10 of its 16, then took some back).
     private func hostConditions(_ hosts: Set<Int>, owner: String, now: Int) throws -> (Set<Int>, [Int: Int]) {
         let read = try database.statement("""
             SELECT wanted_by, wanted_at, paused_until,
-                (SELECT count(*) FROM host_slots s WHERE s.host_id = hosts.id AND s.owner = ?2 AND s.expires_at > ?3)
-                > 1 + (SELECT count(*) FROM host_slots s WHERE s.host_id = hosts.id AND s.owner IS hosts.wanted_by AND s.expires_at > ?3)
-            FROM hosts WHERE id = ?1
+                (SELECT count(*) FILTER (WHERE s.owner = ?2) - count(*) FILTER (WHERE s.owner IS h.wanted_by)
+                        - max(0, \(Self.capOfHost) - count(*))
+                    FROM host_slots s WHERE s.host_id = h.id AND s.expires_at > ?3) > 1
+            FROM hosts h WHERE id = ?1
             """)
         var contended = Set<Int>()
         var paused: [Int: Int] = [:]
