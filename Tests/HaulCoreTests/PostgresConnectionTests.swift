@@ -489,6 +489,36 @@ struct PostgresConnectionTests {
         #expect(try connection.query("SELECT count(*) FROM jobs").first?.int(0) == 2)
     }
 
+    /// A batch an older haul commits while 0009 runs still holds its destination after it: the
+    /// migration waits for the add under way before it copies the keys.
+    @Test func aBatchCommittedWhileDestinationsMoveIsHeld() throws {
+        let (location, connection) = try queueOfOneHost(migrations: 8)
+        try connection.execute("BEGIN")
+        try connection.run("""
+            INSERT INTO jobs (url, host_id, destination, destination_key, created_at, updated_at)
+            VALUES ('https://a.example/x.iso', (SELECT id FROM hosts), '/d/x.iso', $1, 1, 1)
+            """, [.int(JobBatch.destinationKey("/d/x.iso"))])
+        let migrated = Mutex<Result<Void, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let result = Result { try PostgresMigrator().migrate(try PostgresConnection(url: location)) }
+            migrated.withLock { $0 = result }
+            done.signal()
+        }
+        // The event awaited: the migration waits on the add's lock.
+        let watcher = try PostgresConnection(url: location)
+        let deadline = Date().addingTimeInterval(20)
+        while try watcher.query("""
+            SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+            """).first?.int(0) != 1 {
+            try #require(Date() < deadline, "the migration never waited for the add")
+        }
+        try connection.execute("COMMIT")
+        #expect(done.wait(timeout: .now() + 20) == .success)
+        try migrated.withLock { try $0?.get() }
+        #expect(try connection.query("SELECT count(*) FROM job_destinations").first?.int(0) == 1)
+    }
+
     /// An older haul on the same queue claims without counting claims, but sets
     /// attempt_started_at: the next claim of such a job is not a first try, and counts both.
     @Test func aClaimByAnOlderHaulIsCountedByTheNext() throws {
