@@ -8,9 +8,9 @@ import HaulCore
 /// error — so two processes starting at once apply each migration once; migrations run in
 /// version order, each in its own transaction together with its row in `schema_migrations`
 /// (on a new database, all of them in one), so a failure leaves the database at a whole
-/// version. A database that records a version this binary does not know is refused (`PostgresError` of kind `.unknownMigration`) and left
-/// untouched, and so is one whose schema holds tables but no haul migration (another program's:
-/// `.notAQueue`). A migration's SQL must not hold its own BEGIN or COMMIT; a setting it makes
+/// version. A database that records a version this binary does not know is refused
+/// (`PostgresError` of kind `.unknownMigration`) and left untouched, and so is one whose schema
+/// holds tables but no haul migration (another program's: `.notAQueue`). A migration's SQL must not hold its own BEGIN or COMMIT; a setting it makes
 /// with SET LOCAL lasts to the end of its transaction, which on a new database is the end of
 /// every migration.
 public struct PostgresMigrator: Sendable {

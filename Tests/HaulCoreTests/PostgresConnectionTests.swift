@@ -412,6 +412,18 @@ struct PostgresConnectionTests {
         #expect(try connection.query("SELECT folder FROM job_folders ORDER BY folder").map { $0.string(0) } == ["", "/d/", "/d/sub/"])
     }
 
+    /// The event a test that starts work on another thread awaits: one connection to the
+    /// database at `location` waits on a lock (pg_stat_activity), within 20 s (else `failure`).
+    private func awaitOneWaitingOnALock(in location: String, _ failure: String) throws {
+        let watcher = try PostgresConnection(url: location)
+        let deadline = Date().addingTimeInterval(20)
+        while try watcher.query("""
+            SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+            """).first?.int(0) != 1 {
+            try #require(Date() < deadline, Comment(rawValue: failure))
+        }
+    }
+
     /// A fresh database with the first `migrations` PostgreSQL migrations applied (nil: all) and
     /// one host, a.example:443 (no jobs); and a connection to it.
     private func queueOfOneHost(migrations: Int?) throws -> (location: String, connection: PostgresConnection) {
@@ -505,14 +517,7 @@ struct PostgresConnectionTests {
             migrated.withLock { $0 = result }
             done.signal()
         }
-        // The event awaited: the migration waits on the add's lock.
-        let watcher = try PostgresConnection(url: location)
-        let deadline = Date().addingTimeInterval(20)
-        while try watcher.query("""
-            SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
-            """).first?.int(0) != 1 {
-            try #require(Date() < deadline, "the migration never waited for the add")
-        }
+        try awaitOneWaitingOnALock(in: location, "the migration never waited for the add")
         try connection.execute("COMMIT")
         #expect(done.wait(timeout: .now() + 20) == .success)
         try migrated.withLock { try $0?.get() }
@@ -582,14 +587,7 @@ struct PostgresConnectionTests {
             second.withLock { $0 = result }
             done.signal()
         }
-        // The event awaited: the second refetch waits on the first's lock.
-        let watcher = try PostgresConnection(url: location)
-        let deadline = Date().addingTimeInterval(20)
-        while try watcher.query("""
-            SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
-            """).first?.int(0) != 1 {
-            try #require(Date() < deadline, "the second refetch never waited for the first")
-        }
+        try awaitOneWaitingOnALock(in: location, "the second refetch never waited for the first")
         // The first refetch, as the store makes it, then its commit.
         try connection.execute("""
             INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, status, bytes)

@@ -629,14 +629,7 @@ import Testing
         #expect(held.count == 4)
         #expect(try y.exchange(request("y/2/2", want: [a: 2])).grantedSlots.isEmpty, "the cap is full")
         var gave = 0
-        while true {
-            var renew = request("x/1/1")
-            renew.renewSlots = held
-            renew.heldByHost = [a: 1]
-            guard try x.exchange(renew).contendedHosts.contains(a) else { break }
-            var back = request("x/1/1")
-            back.releaseSlots = [held.removeLast()]
-            _ = try x.exchange(back)
+        while try giveOneBackIfTold(x, "x/1/1", host: a, held: &held) {
             gave += 1
             // y still wants more than it got, so it stays the waiting claimer.
             #expect(try y.exchange(request("y/2/2", want: [a: 2])).grantedSlots.count == 1)
@@ -644,6 +637,20 @@ import Testing
             if gave > 2 { break }
         }
         #expect(gave == 2 && held.count == 2, "4 against 0 settles at 2 and 2: gave \(gave)")
+    }
+
+    /// One step of a holder of `held` slots of `host`: it renews them (holding a job of the host),
+    /// and if the store tells it another claimer waits (`contendedHosts`), gives the last one back.
+    /// Returns whether it gave one.
+    private func giveOneBackIfTold(_ store: any JobStore, _ owner: String, host: Int, held: inout [SlotLease]) throws -> Bool {
+        var renew = request(owner)
+        renew.renewSlots = held
+        renew.heldByHost = [host: 1]
+        guard try store.exchange(renew).contendedHosts.contains(host) else { return false }
+        var back = request(owner)
+        back.releaseSlots = [held.removeLast()]
+        _ = try store.exchange(back)
+        return true
     }
 
     /// Slots given back count as the waiting claimer's until it takes them: a holder is not told
@@ -656,14 +663,7 @@ import Testing
         var held = try x.exchange(request("x/1/1", want: [a: 4])).grantedSlots
         #expect(try y.exchange(request("y/2/2", want: [a: 4])).grantedSlots.isEmpty, "the cap is full")
         var gave = 0
-        while gave <= 4 {
-            var renew = request("x/1/1")
-            renew.renewSlots = held
-            renew.heldByHost = [a: 1]
-            guard try x.exchange(renew).contendedHosts.contains(a) else { break }
-            var back = request("x/1/1")
-            back.releaseSlots = [held.removeLast()]
-            _ = try x.exchange(back)
+        while gave <= 4, try giveOneBackIfTold(x, "x/1/1", host: a, held: &held) {
             gave += 1  // y does not ask meanwhile
         }
         #expect(gave == 2, "4 against 0 with y not asking: x gives 2 and is told no more (gave \(gave))")
