@@ -10,9 +10,11 @@ import HaulCore
 /// (on a new database, all of them in one), so a failure leaves the database at a whole
 /// version. A database that records a version this binary does not know is refused
 /// (`PostgresError` of kind `.unknownMigration`) and left untouched, and so is one whose schema
-/// holds tables but no haul migration (another program's: `.notAQueue`). A migration's SQL must not hold its own BEGIN or COMMIT; a setting it makes
-/// with SET LOCAL lasts to the end of its transaction, which on a new database is the end of
-/// every migration.
+/// holds tables but no haul migration (another program's: `.notAQueue`). An upgrade refused for
+/// want of rights (a worker's user with rights on the tables only) is `.upgradeNeedsOwner`, and
+/// leaves the database at the last version applied. A migration's SQL must not hold its own
+/// BEGIN or COMMIT; a setting it makes with SET LOCAL lasts to the end of its transaction, which
+/// on a new database is the end of every migration.
 public struct PostgresMigrator: Sendable {
     /// The `pg_advisory_lock` key migrations hold: "haulmigr" in ASCII.
     public static let advisoryLockKey: Int64 = 0x6861_756C_6D69_6772
@@ -84,12 +86,18 @@ public struct PostgresMigrator: Sendable {
                                     sql: "the migrations of a new database, \(pending.map(\.name).joined(separator: ", "))")
             }
         } else {
-            try connection.execute(createTable)
+            // schema_migrations exists: `applied` was read from it.
             for migration in pending {
-                try connection.transaction {
-                    try connection.execute(migration.sql)
-                    try connection.run("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-                                       [.int(migration.version), .string(migration.name)])
+                do {
+                    try connection.transaction {
+                        try connection.execute(migration.sql)
+                        try connection.run("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                                           [.int(migration.version), .string(migration.name)])
+                    }
+                } catch let error as PostgresError where error.sqlState == "42501" {
+                    // A worker's user with rights on the tables only (README): the owner upgrades.
+                    throw PostgresError(kind: .upgradeNeedsOwner(name: migration.name), sqlState: error.sqlState,
+                                        message: error.message, sql: error.sql)
                 }
             }
         }

@@ -524,6 +524,53 @@ struct PostgresConnectionTests {
         #expect(try connection.query("SELECT count(*) FROM job_destinations").first?.int(0) == 1)
     }
 
+    /// A worker's database user given the rights on the queue's tables and nothing more (no right
+    /// on a sequence) adds, claims and finishes jobs, as it could before 0009 drew the ids of new
+    /// jobs with nextval().
+    @Test func aUserWithRightsOnTheTablesOnlyAddsAndFinishes() throws {
+        let location = try freshDatabase()
+        _ = try PostgresJobStore(url: location)  // the owner makes the queue
+        let store = try PostgresJobStore(url: try userWithRightsOnTheTablesOnly(of: location, try PostgresConnection(url: location)))
+        let line = try #require(try InputLine.parse(Array("https://a.example/1".utf8), resolver: DestinationResolver(directory: "/d")))
+        let added = try store.add([line], maxAttempts: 5, profileID: nil, ifExists: .skip)
+        guard case .added(let id) = added.first else { Issue.record("\(added)"); return }
+        var claim = Exchange(owner: "m/1/1", leaseMilliseconds: 60_000)
+        claim.worker = "m"
+        claim.claim = 1
+        let lease = try #require(try store.exchange(claim).claimed.first)
+        #expect(lease.jobID == id)
+        var finish = Exchange(owner: "m/1/1", leaseMilliseconds: 60_000)
+        finish.worker = "m"
+        finish.outcomes = [.done(jobID: id, token: lease.token, status: 200, bytes: 7)]
+        #expect(try store.exchange(finish).outcomes == [.recorded])
+        #expect(try store.job(id: id)?.state == .done)
+    }
+
+    /// Such a user cannot bring the queue's schema up to date: it is told that the owner must,
+    /// and the queue stays at its version until the owner opens it.
+    @Test func aUserWithRightsOnTheTablesOnlyIsToldTheOwnerUpgrades() throws {
+        let (location, connection) = try queueOfOneHost(migrations: 9)
+        let worker = try userWithRightsOnTheTablesOnly(of: location, connection)
+        let error = try #require(throws: PostgresError.self) { try PostgresJobStore(url: worker) }
+        #expect(error.kind == .upgradeNeedsOwner(name: Migration.postgresEmbedded[9].name))
+        #expect(error.explained(location: "q", busyTimeout: 5).contains("run this haul once as the user that owns the queue's tables"))
+        #expect(try connection.query("SELECT max(version) FROM schema_migrations").first?.int(0) == 9)
+        _ = try PostgresJobStore(url: location)
+        _ = try PostgresJobStore(url: worker)
+    }
+
+    /// A login with USAGE on the schema and SELECT, INSERT, UPDATE, DELETE on the tables of the
+    /// queue at `location` (as the README grants a worker), and no other right: its URL.
+    private func userWithRightsOnTheTablesOnly(of location: String, _ connection: PostgresConnection) throws -> String {
+        let role = String(location.split(separator: "/").last ?? "") + "_worker"
+        try connection.execute("""
+            CREATE ROLE \(role) LOGIN;
+            GRANT USAGE ON SCHEMA public TO \(role);
+            GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO \(role)
+            """)
+        return location.replacingOccurrences(of: "//haul@", with: "//\(role)@")
+    }
+
     /// An older haul on the same queue claims without counting claims, but sets
     /// attempt_started_at: the next claim of such a job is not a first try, and counts both.
     @Test func aClaimByAnOlderHaulIsCountedByTheNext() throws {
