@@ -74,7 +74,7 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
         case .notAQueue:
             return "the database at \(location) holds another program's tables, not a haul queue; it was left untouched — create a database for haul and name it with --db"
         case .upgradeNeedsOwner(let name):
-            return "the queue at \(location) needs its schema brought up to date for this haul (\(name)), and its user may not: \(message); run this haul once as the user that owns the queue's tables (`haul status` will do), then again as this one"
+            return "the queue at \(location) needs its schema brought up to date for this haul (\(name)), which the user haul connected as may not do: \(message); run this haul once as the user that owns the queue's tables (`haul status` will do), then again as this one"
         case .server, .client:
             break
         }

@@ -547,26 +547,46 @@ struct PostgresConnectionTests {
     }
 
     /// Such a user cannot bring the queue's schema up to date: it is told that the owner must,
-    /// and the queue stays at its version until the owner opens it.
+    /// and the queue stays at its version until the owner opens it. Tables an upgrade adds are
+    /// the user's too (the README's default privileges): it adds once the owner has upgraded.
     @Test func aUserWithRightsOnTheTablesOnlyIsToldTheOwnerUpgrades() throws {
-        let (location, connection) = try queueOfOneHost(migrations: 9)
+        let (location, connection) = try queueOfOneHost(migrations: 8)
         let worker = try userWithRightsOnTheTablesOnly(of: location, connection)
         let error = try #require(throws: PostgresError.self) { try PostgresJobStore(url: worker) }
-        #expect(error.kind == .upgradeNeedsOwner(name: Migration.postgresEmbedded[9].name))
+        #expect(error.kind == .upgradeNeedsOwner(name: Migration.postgresEmbedded[8].name))
         #expect(error.explained(location: "q", busyTimeout: 5).contains("run this haul once as the user that owns the queue's tables"))
-        #expect(try connection.query("SELECT max(version) FROM schema_migrations").first?.int(0) == 9)
+        #expect(try connection.query("SELECT max(version) FROM schema_migrations").first?.int(0) == 8)
         _ = try PostgresJobStore(url: location)
-        _ = try PostgresJobStore(url: worker)
+        let line = try #require(try InputLine.parse(Array("https://a.example/1".utf8), resolver: DestinationResolver(directory: "/d")))
+        let added = try PostgresJobStore(url: worker).add([line], maxAttempts: 5, profileID: nil, ifExists: .skip)
+        guard case .added = added.first else { Issue.record("\(added)"); return }
     }
 
-    /// A login with USAGE on the schema and SELECT, INSERT, UPDATE, DELETE on the tables of the
-    /// queue at `location` (as the README grants a worker), and no other right: its URL.
+    /// A user that is not the owner but was given USAGE on the id sequence itself (the way round
+    /// 0009's refusal) cannot make 0010 grant it to every user: GRANT only warns such a user, so
+    /// the migration fails instead of being recorded as done, and stays for the owner.
+    @Test func theGrantOfIdsIsNotRecordedWhenNothingWasGranted() throws {
+        let (location, connection) = try queueOfOneHost(migrations: 9)
+        let worker = try userWithRightsOnTheTablesOnly(of: location, connection)
+        let role = String(location.split(separator: "/").last ?? "") + "_worker"
+        try connection.execute("GRANT USAGE ON SEQUENCE jobs_id_seq TO \(role)")
+        let error = try #require(throws: PostgresError.self) { try PostgresJobStore(url: worker) }
+        #expect(error.kind == .upgradeNeedsOwner(name: Migration.postgresEmbedded[9].name))
+        #expect(try connection.query("SELECT max(version) FROM schema_migrations").first?.int(0) == 9)
+        _ = try PostgresJobStore(url: location)
+        #expect(try connection.query("SELECT has_sequence_privilege('public', 'jobs_id_seq', 'USAGE')").first?.bool(0) == true)
+    }
+
+    /// A login given what the README gives a worker's user — USAGE on the schema, SELECT, INSERT,
+    /// UPDATE, DELETE on the tables of the queue at `location`, and the same on the tables its
+    /// owner makes later — and no other right: its URL.
     private func userWithRightsOnTheTablesOnly(of location: String, _ connection: PostgresConnection) throws -> String {
         let role = String(location.split(separator: "/").last ?? "") + "_worker"
         try connection.execute("""
             CREATE ROLE \(role) LOGIN;
             GRANT USAGE ON SCHEMA public TO \(role);
-            GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO \(role)
+            GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO \(role);
+            ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO \(role)
             """)
         return location.replacingOccurrences(of: "//haul@", with: "//\(role)@")
     }
