@@ -53,9 +53,19 @@ public final class PostgresConnection {
             throw PostgresError(kind: .connect, message: "the URL holds a NUL byte")
         }
         // dbname is expanded as the URI or connection string; the keywords after it override
-        // it (client_encoding) or apply only when it sets none (fallback_application_name).
-        let keywords = ["dbname", "client_encoding", "fallback_application_name"]
-        let values = [url, "UTF8", "haul"]
+        // it (client_encoding) or apply only when it sets none (fallback_application_name); those
+        // before it are defaults it may override. A server that does not answer is given up on
+        // within seconds, not minutes, so a run waiting for its queue (DownloadEngine.outageLimit)
+        // tries again: 10 s to connect (unless PGCONNECT_TIMEOUT says otherwise), and a
+        // connection silent for 10 s is probed every 5 s and given up after 3 probes unanswered.
+        var keywords = ["keepalives_idle", "keepalives_interval", "keepalives_count"]
+        var values = ["10", "5", "3"]
+        if getenv("PGCONNECT_TIMEOUT") == nil {
+            keywords.append("connect_timeout")
+            values.append("10")
+        }
+        keywords += ["dbname", "client_encoding", "fallback_application_name"]
+        values += [url, "UTF8", "haul"]
         let connection = withCStrings(keywords) { keywordPointers in
             withCStrings(values) { valuePointers in
                 PQconnectdbParams(keywordPointers, valuePointers, 1)

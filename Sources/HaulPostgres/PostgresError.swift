@@ -52,6 +52,14 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
         kind == .connect || kind == .connectionLost || sqlState?.hasPrefix("08") == true
     }
 
+    /// The server could not be reached or is going away or starting (57P01 admin shutdown,
+    /// 57P02 crash shutdown, 57P03 cannot connect now): see `StoreError.isUnavailable`. A
+    /// refused login or a missing database is not: waiting would not change them.
+    public var isUnavailable: Bool {
+        guard sqlState?.hasPrefix("28") != true, sqlState != "3D000" else { return false }
+        return isConnectionFailure || ["57P01", "57P02", "57P03"].contains(sqlState ?? "")
+    }
+
     public var description: String {
         var text = "PostgreSQL error"
         if let sqlState { text += " \(sqlState)" }

@@ -349,6 +349,54 @@ final class EngineCoreTests: XCTestCase {
         XCTAssertFalse(ended.contains { if case .place = $0 { return true } else { return false } }, "its result is not kept")
     }
 
+    /// A queue that stops answering: exchanges are tried again at growing intervals, transfers
+    /// go on while the leases hold, and a few seconds before the oldest could lapse every
+    /// transfer stops and every job and slot in hand is let go (nothing renewed, nothing placed).
+    /// When the queue answers again, claims start afresh.
+    func testAQueueThatStopsAnsweringGetsItsLeasesBackBeforeTheyLapse() {
+        var harness = Harness(workers: 2)
+        _ = started(&harness, jobs: [Self.lease(1), Self.lease(2), Self.lease(3)], slots: [Self.slot(0), Self.slot(1)])
+        harness.send(.prepared(token: "t1", forget: nil))
+        harness.send(.prepared(token: "t2", forget: nil))
+        harness.settle()
+        let renewedAt = harness.now + 20_001
+        harness.now = renewedAt  // the renewal, answered: the leases hold to renewedAt + 60 s
+        _ = harness.send(.tick)
+        XCTAssertNotNil(harness.pending?.renewJobs.first)
+        harness.settle()
+        var waits: [Int] = []
+        var cancelled: [String] = []
+        var lastTry = harness.now
+        // The queue is down from here; a tick every 250 ms.
+        while harness.now < renewedAt + 70_000 {
+            harness.now += 250
+            var out = harness.send(.tick)
+            if harness.pending != nil {
+                waits.append(harness.now - lastTry)
+                lastTry = harness.now
+                out += harness.send(.exchangeFailed("connection refused"))
+                harness.pending = nil
+            }
+            cancelled += Harness.cancelled(in: out)
+            if !cancelled.isEmpty { break }
+        }
+        XCTAssertEqual(Array(waits.dropFirst().prefix(5)), [1000, 2000, 4000, 8000, 8000], "tries again at growing intervals")
+        XCTAssertEqual(cancelled.sorted(), ["t1", "t2"], "both transfers stop")
+        XCTAssertGreaterThanOrEqual(harness.now, renewedAt + 55_000, "not before the leases near their end")
+        XCTAssertLessThan(harness.now, renewedAt + 60_000, "before the leases lapse")
+        XCTAssertTrue(harness.actions.contains { if case .report(.warning(let text)) = $0 { text.contains("before their leases lapse") } else { false } })
+        // A transfer that ends now is not placed, and the next exchange renews nothing.
+        let ended = harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
+            + harness.send(.transferEnded(token: "t2", .failed(.cancelled, status: nil, snapshot: nil), resumedFrom: 0))
+        XCTAssertFalse(ended.contains { if case .place = $0 { return true } else { return false } })
+        harness.now += 8_000
+        _ = harness.send(.tick)
+        let next = try? XCTUnwrap(harness.pending)
+        XCTAssertEqual(next?.renewJobs ?? [], [], "nothing is held")
+        XCTAssertEqual(next?.renewSlots ?? [], [])
+        XCTAssertGreaterThan(next?.claim ?? 0, 0, "it claims afresh")
+    }
+
     func testStoppingHandsBackUnstartedJobsCancelsTransfersAndGivesBackEverySlotBeforeFinishing() {
         var harness = Harness(workers: 1)
         _ = started(&harness, jobs: [Self.lease(1), Self.lease(2)], slots: [Self.slot(0)])

@@ -160,9 +160,10 @@ private final class Runner: @unchecked Sendable {
     private var bytesAtCount: Int64 = 0
     private var lastCounts = 0
     private var continuation: CheckedContinuation<RunSummary, any Error>?
-    /// Exchanges that failed in a row, and whether one ever succeeded.
+    /// Exchanges that failed in a row, whether one ever succeeded, and when the last did.
     private var failedExchanges = 0
     private var exchangedOnce = false
+    private var lastExchanged = 0
     /// The summary, once the core finished.
     private var finished: RunSummary?
     private var abortError: (any Error)?
@@ -170,6 +171,12 @@ private final class Runner: @unchecked Sendable {
     private var aborted = false
     /// The longest run of failed exchanges before the run ends on the error.
     static let failedExchangeLimit = 5
+    /// How long (ms) a run waits for a store that cannot be reached (`StoreError.isUnavailable`:
+    /// a database server restarting, failing over, or cut off) before it ends on the error. Its
+    /// transfers go on meanwhile for as long as their leases hold; then the core stops them and
+    /// lets go of every job in hand (`EngineCore.letLeasesGo`), so a long wait holds nothing that
+    /// another worker could want.
+    static let outageLimit = 600_000
     private let started = Date()
 
     /// Where transfers are prepared, in turn. Serial queues have threads of their own; on
@@ -624,6 +631,7 @@ private final class Runner: @unchecked Sendable {
                 case .success(let answer):
                     self.exchangedOnce = true
                     self.failedExchanges = 0
+                    self.lastExchanged = Self.now()
                     for (id, profile) in answer.profiles {
                         if let profile { self.profiles[id] = profile } else { self.missingProfiles.insert(id) }
                     }
@@ -638,7 +646,11 @@ private final class Runner: @unchecked Sendable {
                 case .failure(let error):
                     self.failedExchanges += 1
                     // Taken off a shared queue: its jobs are the queue's again, so it must stop at once.
-                    if !self.exchangedOnce || self.failedExchanges >= Self.failedExchangeLimit || error is WorkerEvicted {
+                    // A queue that cannot be reached is waited for, up to `outageLimit`; one that
+                    // refuses is tried `failedExchangeLimit` times.
+                    let waited = (error as? StoreError)?.isUnavailable == true
+                        ? Self.now() - self.lastExchanged >= Self.outageLimit : self.failedExchanges >= Self.failedExchangeLimit
+                    if !self.exchangedOnce || waited || error is WorkerEvicted {
                         self.abort(error)
                     } else {
                         self.process(.exchangeFailed(String(describing: error)))

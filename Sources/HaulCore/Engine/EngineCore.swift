@@ -249,9 +249,17 @@ struct EngineCore {
         /// `inputEvents` when it was sent: a claim's answer that input events overtook may
         /// predate jobs they announced.
         var inputEvents = 0
+        /// When it was sent: the leases it renews or takes run from no earlier than this.
+        var sentAt = 0
     }
     private var inFlight: Sent?
     private var lastRenewal = 0
+    /// Every lease this engine holds (jobs and slots) runs in the queue at least until this
+    /// moment: a lease's length after the last exchange that renewed them all was sent, or after
+    /// the one that took the oldest of them. `.max` while it holds none.
+    private var leasesHeldUntil = Int.max
+    /// Exchanges failed in a row: the next waits longer (1, 2, 4, then 8 s).
+    private var failedInARow = 0
     private var lastProgress = 0
     private var claimNotBefore = 0
     private var exchangeNotBefore = 0
@@ -343,8 +351,10 @@ struct EngineCore {
                 if sent.renewed { lastRenewal = 0 }  // due again as soon as the store answers
             }
             inFlight = nil
-            exchangeNotBefore = now + 1000
-            actions.append(.report(.warning("database: \(why); trying again in 1 s")))
+            failedInARow += 1
+            let wait = 1000 << min(failedInARow - 1, 3)
+            exchangeNotBefore = now + wait
+            actions.append(.report(.warning("database: \(why); trying again in \(wait / 1000) s")))
         case .prepared, .prepareFailed, .transferEnded:
             transferEvent(event, now: now, into: &actions)
         case .headAccepted(let token, let progress):
@@ -659,22 +669,11 @@ struct EngineCore {
         }
     }
 
-    private mutating func queue(_ outcome: Outcome, _ item: Pending, now: Int) {
-        if outbox.isEmpty { oldestOutbox = now }
-        outbox.append((outcome, item))
-    }
-
-    private mutating func absorb(_ result: ExchangeResult, now: Int, into actions: inout [Action]) {
-        guard let sent = inFlight else { return }
-        inFlight = nil
-        for ((outcome, item), recorded) in zip(sent.outcomes, result.outcomes) {
-            report(outcome, item, recorded, now: now, into: &actions)
-        }
-        for token in sent.forgets.map(\.token) where transfers[token]?.phase == .forgetting {
-            transfers[token]?.phase = .fetching
-            actions.append(.fetch(token: token))
-        }
-        let lostJobs = Set(result.lostJobs.map(\.token))
+    /// Lets go of job leases and slots the queue no longer holds for this engine: jobs in hand
+    /// are dropped, their transfers abandoned (their results are not ours to record), and a
+    /// transfer on a lost slot stops rather than run beyond the cap.
+    private mutating func lose(jobs: [JobLeaseID], slots: [SlotLease], into actions: inout [Action]) {
+        let lostJobs = Set(jobs.map(\.token))
         if !lostJobs.isEmpty {
             for id in hostOrder {
                 guard var host = hosts[id] else { continue }
@@ -685,7 +684,7 @@ struct EngineCore {
                 host.preparedFront = 0
                 if kept.count != before { hosts[id] = host }
             }
-            for lost in result.lostJobs { dropAhead(lost.token, jobID: lost.jobID, into: &actions) }
+            for lost in jobs { dropAhead(lost.token, jobID: lost.jobID, into: &actions) }
             for (token, transfer) in transfers where lostJobs.contains(token) && !transfer.abandoned {
                 transfers[token]?.abandoned = true
                 actions.append(.report(.warning("job \(transfer.lease.jobID): lease lost (cancelled, or expired); abandoning its transfer")))
@@ -702,16 +701,72 @@ struct EngineCore {
                 blockedFolders[folder] = changed
             }
         }
-        for slot in result.lostSlots {
+        for slot in slots {
             if let index = hosts[slot.hostID]?.free.firstIndex(of: slot) {
                 hosts[slot.hostID]?.free.remove(at: index)
             } else if let token = transfers.first(where: { $0.value.slot == slot })?.key {
                 // Another claimer may hold it now: stop this transfer (its job is handed back
                 // uncounted) rather than run beyond the cap.
                 transfers[token]?.slotLost = true
-                actions.append(.cancel(token: token))
+                if transfers[token]?.abandoned != true { actions.append(.cancel(token: token)) }  // else cancelled already
             }
         }
+    }
+
+    /// How long before its leases could lapse an engine the queue does not answer lets them go:
+    /// a sixth of a lease, at most 5 s (the stop itself takes milliseconds).
+    private var leaseMargin: Int { max(1, min(5000, config.leaseMilliseconds / 6)) }
+
+    /// No exchange has renewed this engine's leases for nearly a lease's length (the queue does
+    /// not answer, or answers too slowly): before any of them lapses in the queue, where another
+    /// worker could take its job or its slot while this one still runs, every transfer stops and
+    /// every job and slot in hand is let go. The jobs go back to the queue when their leases
+    /// expire there (an interrupted download resumes from its temp file); outcomes already
+    /// waiting are still sent, and the queue judges them by their tokens. Claims start again
+    /// when the queue answers.
+    private mutating func letLeasesGo(now: Int, into actions: inout [Action]) {
+        let renewedAt = leasesHeldUntil - config.leaseMilliseconds
+        leasesHeldUntil = .max
+        var jobs: [JobLeaseID] = []
+        var slots: [SlotLease] = []
+        for host in hosts.values {
+            jobs += host.ready[host.readyStart...].map { JobLeaseID(jobID: $0.jobID, token: $0.token) }
+            slots += host.free
+        }
+        for (token, transfer) in transfers {
+            if !transfer.abandoned { jobs.append(JobLeaseID(jobID: transfer.lease.jobID, token: token)) }
+            if !transfer.slotLost { slots.append(transfer.slot) }
+        }
+        for (token, item) in verified { jobs.append(JobLeaseID(jobID: item.lease.jobID, token: token)) }
+        for (token, item) in placing where verified[token] == nil { jobs.append(JobLeaseID(jobID: item.lease.jobID, token: token)) }
+        for block in blockedFolders.values { jobs += block.parked.map { JobLeaseID(jobID: $0.jobID, token: $0.token) } }
+        guard !jobs.isEmpty || !slots.isEmpty else { return }
+        actions.append(.report(.warning("no exchange with the queue has renewed this worker's leases for \((now - renewedAt) / 1000) s: stopping \(transfers.count) transfers and letting go of \(jobs.count) jobs before their leases lapse (they go back to the queue); claims start again when the queue answers")))
+        lose(jobs: jobs, slots: slots, into: &actions)
+    }
+
+    private mutating func queue(_ outcome: Outcome, _ item: Pending, now: Int) {
+        if outbox.isEmpty { oldestOutbox = now }
+        outbox.append((outcome, item))
+    }
+
+    private mutating func absorb(_ result: ExchangeResult, now: Int, into actions: inout [Action]) {
+        guard let sent = inFlight else { return }
+        inFlight = nil
+        failedInARow = 0
+        if sent.renewed {
+            leasesHeldUntil = sent.sentAt + config.leaseMilliseconds
+        } else if !result.claimed.isEmpty || !result.grantedSlots.isEmpty {
+            leasesHeldUntil = min(leasesHeldUntil, sent.sentAt + config.leaseMilliseconds)
+        }
+        for ((outcome, item), recorded) in zip(sent.outcomes, result.outcomes) {
+            report(outcome, item, recorded, now: now, into: &actions)
+        }
+        for token in sent.forgets.map(\.token) where transfers[token]?.phase == .forgetting {
+            transfers[token]?.phase = .fetching
+            actions.append(.fetch(token: token))
+        }
+        lose(jobs: result.lostJobs, slots: result.lostSlots, into: &actions)
         for claimed in result.claimed where stopping {
             // Claimed while the stop was on its way: handed back at once, uncounted.
             queue(.release(jobID: claimed.jobID, token: claimed.token, reason: Self.stopped, progress: nil),
@@ -840,6 +895,7 @@ struct EngineCore {
     // MARK: Deciding
 
     private mutating func step(now: Int, into actions: inout [Action]) {
+        if now >= leasesHeldUntil - leaseMargin { letLeasesGo(now: now, into: &actions) }
         reviewBlockedFolders(now: now, into: &actions)
         startTransfers(now: now, into: &actions)
         prepareAhead(into: &actions)
@@ -1150,7 +1206,8 @@ struct EngineCore {
             progressOf = transfers.filter { $0.value.phase == .fetching && !$0.value.abandoned }.map(\.key)
         }
         inFlight = Sent(outcomes: sending, forgets: forgetting, pauses: pauses, releases: releasing,
-                        slotsWanted: Set(request.wantSlots.keys), renewed: renewal, limits: sentLimits, inputEvents: inputEvents)
+                        slotsWanted: Set(request.wantSlots.keys), renewed: renewal, limits: sentLimits, inputEvents: inputEvents,
+                        sentAt: now)
         outbox.removeFirst(sending.count)
         if outbox.isEmpty { oldestOutbox = nil }
         pauses.removeAll()
@@ -1166,6 +1223,7 @@ struct EngineCore {
         var soonest: Int?
         func add(_ time: Int) { soonest = min(soonest ?? .max, max(time, now + 1)) }
         if placing.isEmpty, !verified.isEmpty, let oldest = oldestVerified { add(oldest + config.batchDelay) }
+        if leasesHeldUntil != .max { add(leasesHeldUntil - leaseMargin) }
         if inFlight == nil && exchangeNotBefore > now {
             add(exchangeNotBefore)  // after a failed exchange, nothing is sent before this
         } else if inFlight == nil {

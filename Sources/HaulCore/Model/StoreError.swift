@@ -6,4 +6,12 @@
 public protocol StoreError: Error {
     /// The one line for the user. `busyTimeout`: how long the command waited for a lock.
     func explained(location: String, busyTimeout: Double) -> String
+    /// The store could not be reached (a server down or restarting, a network cut), as opposed
+    /// to refusing what was asked: the same request may well succeed later. A run waits for such
+    /// a store (`DownloadEngine.outageLimit`) instead of ending after a few tries.
+    var isUnavailable: Bool { get }
+}
+
+extension StoreError {
+    public var isUnavailable: Bool { false }
 }
