@@ -134,6 +134,7 @@ extension PostgresJobStore {
             if beat.isEmpty { try run(register, [.text(owner), .text(name), .int(now)]) }
             return now
         }
+        if beatAt - lastHeartbeat > workerTimeout { beatingSince = beatAt }
         registeredOwner = owner
         lastHeartbeat = beatAt
     }
@@ -143,7 +144,7 @@ extension PostgresJobStore {
     /// every running job whose lease expired to the queue (or fails it, when it has used all its
     /// attempts).
     func sweep(now: Int) throws {
-        let gone = try rows(Self.evictSilentSQL, [.int(now)]).map { $0.string(0) }
+        let gone = try rows(Self.evictSilentSQL, [.int(now), .int(beatingSince)]).map { $0.string(0) }
         // Silent and holding nothing: forgotten. Evicted a day ago: its record is no longer needed.
         try run(Self.forgetSilentSQL, [.int(now)])
         try endLeases(ofOwners: gone, now: now)
@@ -155,10 +156,12 @@ extension PostgresJobStore {
         (EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.owner)
          OR EXISTS (SELECT 1 FROM host_slots s WHERE s.owner = w.owner AND s.expires_at > $1))
         """
-    /// Marks evicted the workers silent past the timeout (at `$1`) that hold jobs or slots.
+    /// Marks evicted the workers silent past the timeout (at `$1`) that hold jobs or slots, when
+    /// the sweeper itself has been beating since `$2` at least a timeout ago (`beatingSince`).
     static let evictSilentSQL = """
         UPDATE workers w SET evicted_at = $1
-        WHERE w.evicted_at IS NULL AND w.heartbeat_at < $1 - \(workerTimeout) AND \(holding)
+        WHERE w.evicted_at IS NULL AND w.heartbeat_at < $1 - \(workerTimeout) AND $2::bigint <= $1 - \(workerTimeout)
+            AND \(holding)
         RETURNING w.owner
         """
     static let forgetSilentSQL = """

@@ -33,6 +33,14 @@ public final class PostgresJobStore: JobStore {
     /// The owner this store registered for, and when it last beat its heart (server ms).
     var registeredOwner: String?
     var lastHeartbeat = Int.min / 2
+    /// Since when (server ms) this store's heartbeats have followed each other closer than the
+    /// worker timeout: its first after connecting, or after a longer gap. It evicts other
+    /// workers only once this is a timeout ago (`evictSilentSQL`): back from an outage that
+    /// silenced every worker (the database down, or this machine cut off), it gives the others
+    /// the timeout to come back too, instead of taking their work and stopping them.
+    var beatingSince = Int.max / 2
+    /// The queue's worker timeout (ms) when the session began.
+    var workerTimeout = 30_000
     /// This claimer's round-robin place among the hosts: the last host id it claimed from.
     var claimCursor = 0
 
@@ -61,6 +69,7 @@ public final class PostgresJobStore: JobStore {
     /// take its work back.
     private func limitIdleTransactions() throws {
         let timeout = try one("SELECT value FROM queue_settings WHERE name = 'worker_timeout_ms'").int(0)
+        workerTimeout = timeout
         try connection.execute("SET idle_in_transaction_session_timeout = \(max(100, timeout / 4))")
     }
 

@@ -88,7 +88,7 @@ struct PostgresPlanTests {
             ("host_conditions", PostgresJobStore.hostConditionsSQL, "'{1,2}', 'w', 0"),
             ("idle", PostgresJobStore.idleSQL, "0"),
             ("expire_leases", PostgresJobStore.expireLeasesSQL, "5"),
-            ("evict_silent", PostgresJobStore.evictSilentSQL, "1000000"),
+            ("evict_silent", PostgresJobStore.evictSilentSQL, "1000000, 0"),
             ("forget_silent", PostgresJobStore.forgetSilentSQL, "1000000"),
             ("end_leases", PostgresJobStore.endLeasesSQL, "5, '{a,b}'"),
         ]

@@ -670,6 +670,32 @@ import Testing
         #expect(try y.exchange(request("y/2/2", want: [a: 4])).grantedSlots.count == 2)
     }
 
+    /// After an outage that silenced every worker (the database down), the first back does not
+    /// evict the others while they come back: a worker evicts only once it has itself been
+    /// beating for the timeout. One that stays silent past that is evicted as before.
+    @Test func theFirstWorkerBackFromAnOutageLeavesTheOthersTheirWork() throws {
+        let fixture = try StoreFixture(.postgres)
+        let setup = try #require(try fixture.open() as? PostgresJobStore)
+        try setup.setWorkerTimeout(milliseconds: 5_000)
+        try fixture.add(urls("a.example", 4), to: setup)
+        let first = try #require(try fixture.open() as? PostgresJobStore)
+        let second = try #require(try fixture.open() as? PostgresJobStore)
+        #expect(try first.exchange(request("first/1/1", claim: 2)).claimed.count == 2)
+        #expect(try second.exchange(request("second/2/2", claim: 2)).claimed.count == 2)
+        fixture.advance(by: 20_000)  // nobody could beat for 20 s
+        _ = try first.exchange(request("first/1/1"))
+        #expect(Set(try first.workers().map(\.name)) == ["first", "second"], "second was evicted on first's return")
+        fixture.advance(by: 3_000)
+        _ = try second.exchange(request("second/2/2"))
+        // second falls silent again; first beats on, every 2 s.
+        for _ in 0..<4 {
+            fixture.advance(by: 2_000)
+            _ = try first.exchange(request("first/1/1"))
+        }
+        #expect(try first.workers().map(\.name) == ["first"], "second, silent 8 s while first beat, was not evicted")
+        #expect(throws: WorkerEvicted.self) { try second.exchange(request("second/2/2")) }
+    }
+
     // MARK: From the second review
 
     /// A worker evicted between its heartbeat and its exchange (a stall there, modelled by the
@@ -683,9 +709,13 @@ import Testing
         let a = try fixture.hostID(silent, "a.example:443")
         let first = try silent.exchange(request("far/1/1", claim: 1, want: [a: 1]))
         #expect(first.claimed.count == 1 && first.grantedSlots.count == 1)
-        // The sweeper's clock is 10 s on: far's heartbeat is 10 s old to it.
-        other.clockOffset = 10_000
-        _ = try other.exchange(request("near/2/2"))
+        // The sweeper's clock moves 10 s on, its own heartbeats a few seconds apart (a sweeper
+        // evicts others only once it has been beating a timeout itself): far's heartbeat is 10 s
+        // old to it.
+        for offset in [0, 3_000, 6_000, 9_000, 10_000] {
+            other.clockOffset = offset
+            _ = try other.exchange(request("near/2/2"))
+        }
         #expect(try other.workers().map(\.name) == ["near"], "far was evicted")
         // far's next exchange, less than a second after its beat.
         var late = request("far/1/1", claim: 3, want: [a: 2])
