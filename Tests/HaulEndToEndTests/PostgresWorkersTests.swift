@@ -204,6 +204,36 @@ final class PostgresWorkersTests: XCTestCase {
         XCTAssertFalse(try store.workers().contains { $0.name == "victim" })
     }
 
+    /// A worker whose database goes away (every connection cut, new ones closed at once, through
+    /// a relay) for longer than five tries waits for it: its transfers go on, it tries again at
+    /// growing intervals, and once the database answers it records everything and ends with
+    /// every job done, every file whole, the cap held.
+    func testARunWaitsForItsDatabaseToComeBack() throws {
+        let url = try database()
+        let port = try PostgresCluster.shared().port
+        let relay = try TCPRelay(port: port)
+        defer { relay.stop() }
+        let h = try RunHarness(self, database: url.replacingOccurrences(of: ":\(port)/", with: ":\(relay.port)/"))
+        let tracker = FaultServer.ConcurrencyTracker()
+        let servers = try servers(tracker, delay: 0.1)
+        defer { for server in servers { server.stop() } }
+        try h.add(lines(servers, files: 10))
+        let run = try h.start(["run", "--per-host", "2", "-j", "8", "--json"])
+        XCTAssertTrue(tracker.waitForInFlight(atLeast: 4, timeout: 20), "the worker never got going")
+        relay.cut()
+        // Five exchanges fail (the fifth ended a run before), 1 + 2 + 4 + 8 s apart.
+        XCTAssertTrue(run.waitForOutput("trying again in 8 s", timeout: 30), "no fourth try")
+        let fourth = Date()
+        XCTAssertTrue(run.waitForOutput("trying again in 8 s", times: 2, timeout: 30), "no fifth try")
+        XCTAssertGreaterThan(Date().timeIntervalSince(fourth), 6, "the fifth try came too soon")
+        relay.restore()
+        let result = run.wait(timeout: 60)
+        XCTAssertFalse(result.timedOut)
+        XCTAssertEqual(result.status, 0, result.stderrText + result.stdoutText.suffix(2000))
+        checkFiles(h, servers, files: 10)
+        XCTAssertEqual(try h.counts()["done"], 40)
+    }
+
     /// A worker stopped (SIGSTOP) past the worker timeout is taken off the queue: the other worker
     /// finishes its jobs, and once it runs again it learns it was taken off and stops (exit 1)
     /// instead of taking more work; every file is whole.

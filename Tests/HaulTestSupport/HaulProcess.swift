@@ -236,17 +236,27 @@ public final class RunningProcess: @unchecked Sendable {
         output.withLock { $0.stdoutClosed = true }
     }
 
-    /// Waits until the child's standard output contains `marker` (true), or it closes its
-    /// output or `timeout` passes first (false). Woken by each chunk of output, not by polling.
-    public func waitForOutput(_ marker: String, timeout: TimeInterval) -> Bool {
+    /// Waits until the child's standard output contains `marker` (`times` times or more: true),
+    /// or it closes its output or `timeout` passes first (false). Woken by each chunk of output,
+    /// not by polling.
+    public func waitForOutput(_ marker: String, times: Int = 1, timeout: TimeInterval) -> Bool {
         let needle = Data(marker.utf8)
         let deadline = Date(timeIntervalSinceNow: timeout)
+        func found(_ data: Data) -> Bool {
+            var count = 0
+            var from = data.startIndex
+            while count < times, let range = data.range(of: needle, in: from..<data.endIndex) {
+                count += 1
+                from = range.upperBound
+            }
+            return count >= times
+        }
         arrived.lock()
         defer { arrived.unlock() }
         while true {
-            let (found, closed) = output.withLock { ($0.stdout.range(of: needle) != nil, $0.stdoutClosed) }
-            if found { return true }
-            if closed || !arrived.wait(until: deadline) { return output.withLock { $0.stdout.range(of: needle) != nil } }
+            let (done, closed) = output.withLock { (found($0.stdout), $0.stdoutClosed) }
+            if done { return true }
+            if closed || !arrived.wait(until: deadline) { return output.withLock { found($0.stdout) } }
         }
     }
 
