@@ -60,6 +60,12 @@ public final class PostgresConnection {
         // connection silent for 10 s is probed every 5 s and given up after 3 probes unanswered.
         var keywords = ["keepalives_idle", "keepalives_interval", "keepalives_count"]
         var values = ["10", "5", "3"]
+        if PQlibVersion() >= 120000 {
+            // And data sent but not acknowledged for 30 s (a statement sent into a cut network,
+            // which keepalives do not probe) ends the connection. libpq 12 or later knows it.
+            keywords.append("tcp_user_timeout")
+            values.append("30000")
+        }
         if getenv("PGCONNECT_TIMEOUT") == nil {
             keywords.append("connect_timeout")
             values.append("10")

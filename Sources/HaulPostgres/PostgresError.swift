@@ -53,11 +53,12 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
     }
 
     /// The server could not be reached or is going away or starting (57P01 admin shutdown,
-    /// 57P02 crash shutdown, 57P03 cannot connect now): see `StoreError.isUnavailable`. A
-    /// refused login or a missing database is not: waiting would not change them.
+    /// 57P02 crash shutdown, 57P03 cannot connect now): see `StoreError.isUnavailable`. Every
+    /// failure to connect counts, a refused login or a dropped database too: libpq gives them no
+    /// SQLSTATE, and haul cannot tell them from a server starting up (a run's first exchange
+    /// still fails at once on them).
     public var isUnavailable: Bool {
-        guard sqlState?.hasPrefix("28") != true, sqlState != "3D000" else { return false }
-        return isConnectionFailure || ["57P01", "57P02", "57P03"].contains(sqlState ?? "")
+        isConnectionFailure || ["57P01", "57P02", "57P03"].contains(sqlState ?? "")
     }
 
     public var description: String {

@@ -16,6 +16,9 @@ extension PostgresJobStore {
             swept = false
             claimedHosts = []
             var result = ExchangeResult()
+            // The sweep takes this worker's work back a timeout after its last heartbeat (server
+            // time, like `now`): what is left of that from here.
+            result.silenceLimit = workerTimeout - max(0, now - lastHeartbeat)
             // Four round trips when all goes as usual: BEGIN with the clock; one pipeline with
             // everything up to the claim (and a grant's reads), in the order it would run one
             // statement at a time; the claim; then what the engine reads back, with COMMIT (and
@@ -129,12 +132,18 @@ extension PostgresJobStore {
                 try run(register, [.text(owner), .text(name), .int(now)])
                 return now
             }
-            let beat = try rows("UPDATE workers SET heartbeat_at = $2 WHERE owner = $1 RETURNING evicted_at", [.text(owner), .int(now)])
+            let beat = try rows("""
+                UPDATE workers SET heartbeat_at = $2 WHERE owner = $1
+                RETURNING evicted_at, (SELECT value FROM queue_settings WHERE name = 'worker_timeout_ms')
+                """, [.text(owner), .int(now)])
             if beat.first?.optionalInt(0) != nil { throw WorkerEvicted(owner: owner) }
+            if let timeout = beat.first?.optionalInt(1) { workerTimeout = timeout }
             if beat.isEmpty { try run(register, [.text(owner), .text(name), .int(now)]) }
             return now
         }
-        if beatAt - lastHeartbeat > workerTimeout { beatingSince = beatAt }
+        // A gap of more than half the timeout (and more than the beats' own spacing allows)
+        // counts as a silence of this worker's too.
+        if beatAt - lastHeartbeat > max(workerTimeout / 2, 2 * Self.heartbeatInterval + 500) { beatingSince = beatAt }
         registeredOwner = owner
         lastHeartbeat = beatAt
     }

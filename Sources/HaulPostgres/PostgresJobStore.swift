@@ -16,8 +16,11 @@ import HaulCore
 /// - jobs are claimed `FOR UPDATE SKIP LOCKED`, so concurrent claimers never take one job twice
 ///   and never wait on each other's rows;
 /// - a worker registers with its first exchange and beats its heart with later ones; a worker
-///   silent for the queue's `worker_timeout_ms` is removed by the next one that looks, and its
-///   jobs and slots come back at once; a worker that finds its own registration gone is told so
+///   silent for the queue's `worker_timeout_ms` is removed by the next one that looks, once that
+///   one has itself been heard from for the timeout (so a database outage that silenced them
+///   all does not make the first back remove the others), and its jobs and slots come back at
+///   once; each exchange tells the worker how long it may stay silent
+///   (`ExchangeResult.silenceLimit`); a worker that finds its own registration gone is told so
 ///   (`WorkerEvicted`) and must stop taking work.
 ///
 /// Not thread-safe: one store owns one connection and belongs to one thread at a time.
@@ -33,14 +36,17 @@ public final class PostgresJobStore: JobStore {
     /// The owner this store registered for, and when it last beat its heart (server ms).
     var registeredOwner: String?
     var lastHeartbeat = Int.min / 2
-    /// Since when (server ms) this store's heartbeats have followed each other closer than the
-    /// worker timeout: its first after connecting, or after a longer gap. It evicts other
+    /// Since when (server ms) this store's heartbeats have followed each other closer than half
+    /// the worker timeout: its first after connecting, or after a longer gap. It evicts other
     /// workers only once this is a timeout ago (`evictSilentSQL`): back from an outage that
     /// silenced every worker (the database down, or this machine cut off), it gives the others
     /// the timeout to come back too, instead of taking their work and stopping them.
     var beatingSince = Int.max / 2
-    /// The queue's worker timeout (ms) when the session began.
+    /// The queue's worker timeout (ms), read when the session begins and with every heartbeat.
     var workerTimeout = 30_000
+    /// Whether the session's settings are made (`configureSession`): a reconnection whose
+    /// settings failed makes them at the next call.
+    private var sessionConfigured = false
     /// This claimer's round-robin place among the hosts: the last host id it claimed from.
     var claimCursor = 0
 
@@ -51,6 +57,7 @@ public final class PostgresJobStore: JobStore {
         connection = try PostgresConnection(url: url)
         try PostgresMigrator().migrate(connection)
         try configureSession()
+        sessionConfigured = true
     }
 
     /// The session's settings: see `limitIdleTransactions`; and no JIT compilation. The sweep's
@@ -78,10 +85,15 @@ public final class PostgresJobStore: JobStore {
     /// reported to its caller. A new session may follow a stall, so the next exchange checks this
     /// worker's registration before anything else.
     func ensureConnected() throws {
-        guard !connection.isConnected else { return }
-        connection = try PostgresConnection(url: url)
-        try configureSession()
-        lastHeartbeat = Int.min / 2
+        if !connection.isConnected {
+            connection = try PostgresConnection(url: url)
+            sessionConfigured = false
+            lastHeartbeat = Int.min / 2
+        }
+        if !sessionConfigured {
+            try configureSession()
+            sessionConfigured = true
+        }
     }
 
     public var location: String { connection.location }

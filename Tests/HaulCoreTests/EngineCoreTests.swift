@@ -384,7 +384,7 @@ final class EngineCoreTests: XCTestCase {
         XCTAssertEqual(cancelled.sorted(), ["t1", "t2"], "both transfers stop")
         XCTAssertGreaterThanOrEqual(harness.now, renewedAt + 55_000, "not before the leases near their end")
         XCTAssertLessThan(harness.now, renewedAt + 60_000, "before the leases lapse")
-        XCTAssertTrue(harness.actions.contains { if case .report(.warning(let text)) = $0 { text.contains("before their leases lapse") } else { false } })
+        XCTAssertTrue(harness.actions.contains { if case .report(.warning(let text)) = $0 { text.contains("before another worker may take them") } else { false } })
         // A transfer that ends now is not placed, and the next exchange renews nothing.
         let ended = harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
             + harness.send(.transferEnded(token: "t2", .failed(.cancelled, status: nil, snapshot: nil), resumedFrom: 0))
@@ -395,6 +395,52 @@ final class EngineCoreTests: XCTestCase {
         XCTAssertEqual(next?.renewJobs ?? [], [], "nothing is held")
         XCTAssertEqual(next?.renewSlots ?? [], [])
         XCTAssertGreaterThan(next?.claim ?? 0, 0, "it claims afresh")
+    }
+
+    /// On a queue that takes a silent worker's work back after a timeout (PostgreSQL's worker
+    /// timeout, here 30 s from the last answer): the engine is heard at least every third of it,
+    /// and when the queue stops answering it lets go before the timeout ends, long before its
+    /// leases would (a worker cut off from a queue the others still reach is taken off then).
+    func testAQueueThatTakesSilentWorkersWorkIsHeardInTimeAndLetGoBeforeTheTimeout() {
+        var harness = Harness(workers: 1)
+        let lease = Self.lease(1)
+        harness.send(.begin)
+        var answer = ExchangeResult()
+        answer.claimed = [lease]
+        answer.silenceLimit = 30_000
+        _ = harness.send(.exchanged(answer))
+        var granted = ExchangeResult()
+        granted.grantedSlots = [Self.slot(0)]
+        granted.silenceLimit = 30_000
+        let heardAt = harness.now
+        _ = harness.send(.exchanged(granted))
+        harness.send(.prepared(token: "t1", forget: nil))
+        // Idle but for the transfer (progress off for this check): the next exchange comes a
+        // third of the limit after the last answer, if nothing else is due sooner.
+        var quiet = ExchangeResult()
+        quiet.silenceLimit = 30_000
+        var heardGaps: [Int] = []
+        var lastAnswer = heardAt
+        var cancelled: [String] = []
+        var failing = false
+        while harness.now < heardAt + 60_000 && cancelled.isEmpty {
+            harness.now += 250
+            cancelled += Harness.cancelled(in: harness.send(.tick))
+            guard harness.pending != nil else { continue }
+            if !failing {
+                heardGaps.append(harness.now - lastAnswer)
+                lastAnswer = harness.now
+                cancelled += Harness.cancelled(in: harness.send(.exchanged(quiet)))
+                failing = harness.now >= heardAt + 20_000  // the queue goes away after this answer
+            } else {
+                cancelled += Harness.cancelled(in: harness.send(.exchangeFailed("connection refused")))
+                harness.pending = nil
+            }
+        }
+        XCTAssertTrue(heardGaps.allSatisfy { $0 <= 10_250 }, "heard every third of the limit at most: \(heardGaps)")
+        XCTAssertEqual(cancelled, ["t1"])
+        XCTAssertGreaterThanOrEqual(harness.now - lastAnswer, 24_000, "not before the timeout nears its end")
+        XCTAssertLessThan(harness.now - lastAnswer, 30_000, "before the queue takes the work back")
     }
 
     func testStoppingHandsBackUnstartedJobsCancelsTransfersAndGivesBackEverySlotBeforeFinishing() {

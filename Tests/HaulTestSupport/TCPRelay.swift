@@ -8,7 +8,9 @@ import Glibc
 /// (a database server, say) until `cut()`, which ends every relayed connection and closes each
 /// new one as soon as it is accepted, as a server that went away would; `restore()` relays again.
 ///
-/// Guarantees: after `cut()` returns, no byte passes either way until `restore()`; a relayed
+/// Guarantees: after `cut()` returns, no new connection is relayed until `restore()` and every
+/// relayed one is shut down (bytes a relay thread had already read may still be written on: a
+/// statement can land just after the cut, as on a real network); a relayed
 /// connection's socket is shut down only while it is registered (never a recycled descriptor);
 /// `stop()` ends every connection and the acceptor.
 public final class TCPRelay: Sendable {

@@ -644,11 +644,12 @@ private final class Runner: @unchecked Sendable {
                     }
                     self.process(.exchanged(answer.result))
                 case .failure(let error):
-                    self.failedExchanges += 1
                     // Taken off a shared queue: its jobs are the queue's again, so it must stop at once.
-                    // A queue that cannot be reached is waited for, up to `outageLimit`; one that
-                    // refuses is tried `failedExchangeLimit` times.
-                    let waited = (error as? StoreError)?.isUnavailable == true
+                    // A queue that cannot be reached is waited for, up to `outageLimit` (unless the
+                    // run is stopping); one that refuses is tried `failedExchangeLimit` times in a row.
+                    let unreachable = (error as? StoreError)?.isUnavailable == true && !self.core.isStopping
+                    if !unreachable { self.failedExchanges += 1 }
+                    let waited = unreachable
                         ? Self.now() - self.lastExchanged >= Self.outageLimit : self.failedExchanges >= Self.failedExchangeLimit
                     if !self.exchangedOnce || waited || error is WorkerEvicted {
                         self.abort(error)

@@ -258,6 +258,23 @@ struct EngineCore {
     /// moment: a lease's length after the last exchange that renewed them all was sent, or after
     /// the one that took the oldest of them. `.max` while it holds none.
     private var leasesHeldUntil = Int.max
+    /// The queue takes this engine's work back from this moment if it hears nothing more
+    /// (`ExchangeResult.silenceLimit` after the last exchange that succeeded was sent); `.max`
+    /// for a queue where only leases end.
+    private var heardUntil = Int.max
+    /// When the last exchange that succeeded was sent.
+    private var lastHeard = 0
+    /// When this engine lets go of what it holds if the queue has not answered by then (see
+    /// `letLeasesGo`): a margin before its leases end or before the queue would take its work
+    /// back for its silence, whichever comes first; `.max` while it holds nothing.
+    private var letGoAt: Int {
+        guard leasesHeldUntil != .max else { return .max }
+        let heard = heardUntil == .max ? Int.max : heardUntil - max(1, min(5000, (heardUntil - lastHeard) / 6))
+        return min(leasesHeldUntil - leaseMargin, heard)
+    }
+    /// When the queue should hear from this engine again (a third of its silence limit after the
+    /// last answer), so that a slow exchange still comes well before `letGoAt`.
+    private var beatDueAt: Int { heardUntil == .max ? .max : lastHeard + (heardUntil - lastHeard) / 3 }
     /// Exchanges failed in a row: the next waits longer (1, 2, 4, then 8 s).
     private var failedInARow = 0
     private var lastProgress = 0
@@ -277,6 +294,9 @@ struct EngineCore {
     private var stopping = false
     /// See `Config.inputOpen`.
     private var inputOpen: Bool
+    /// Whether the run is stopping (a signal): its runner then gives up on a queue that cannot
+    /// be reached after a few tries, not after `DownloadEngine.outageLimit`.
+    var isStopping: Bool { stopping }
     /// `inputAdded` and `inputClosed` events so far.
     private var inputEvents = 0
     private var begun = false
@@ -352,9 +372,13 @@ struct EngineCore {
             }
             inFlight = nil
             failedInARow += 1
-            let wait = 1000 << min(failedInARow - 1, 3)
+            var wait = 1000 << min(failedInARow - 1, 3)
+            if letGoAt != .max {
+                // One more try a second before letting go, should the queue be back by then.
+                wait = max(250, min(wait, letGoAt - 1000 - now))
+            }
             exchangeNotBefore = now + wait
-            actions.append(.report(.warning("database: \(why); trying again in \(wait / 1000) s")))
+            actions.append(.report(.warning("database: \(why); trying again in \(wait >= 1000 ? "\(wait / 1000) s" : "\(wait) ms")")))
         case .prepared, .prepareFailed, .transferEnded:
             transferEvent(event, now: now, into: &actions)
         case .headAccepted(let token, let progress):
@@ -717,16 +741,17 @@ struct EngineCore {
     /// a sixth of a lease, at most 5 s (the stop itself takes milliseconds).
     private var leaseMargin: Int { max(1, min(5000, config.leaseMilliseconds / 6)) }
 
-    /// No exchange has renewed this engine's leases for nearly a lease's length (the queue does
-    /// not answer, or answers too slowly): before any of them lapses in the queue, where another
-    /// worker could take its job or its slot while this one still runs, every transfer stops and
-    /// every job and slot in hand is let go. The jobs go back to the queue when their leases
-    /// expire there (an interrupted download resumes from its temp file); outcomes already
-    /// waiting are still sent, and the queue judges them by their tokens. Claims start again
-    /// when the queue answers.
+    /// Nothing has been heard from the queue for nearly as long as this engine's hold on its work
+    /// lasts there (a lease's length after the last renewal, or the queue's worker timeout after
+    /// the last answer, whichever ends first): before another worker can take a job or a slot of
+    /// it while it still runs, every transfer stops and every job in hand and slot is let go. The
+    /// jobs go back to the queue when their leases end there (an interrupted download resumes
+    /// from its temp file). Files already verified and outcomes already waiting hold no slot and
+    /// run nothing: they go on, and the queue judges their outcomes by their tokens. Claims start
+    /// again when the queue answers.
     private mutating func letLeasesGo(now: Int, into actions: inout [Action]) {
-        let renewedAt = leasesHeldUntil - config.leaseMilliseconds
         leasesHeldUntil = .max
+        heardUntil = .max
         var jobs: [JobLeaseID] = []
         var slots: [SlotLease] = []
         for host in hosts.values {
@@ -737,11 +762,9 @@ struct EngineCore {
             if !transfer.abandoned { jobs.append(JobLeaseID(jobID: transfer.lease.jobID, token: token)) }
             if !transfer.slotLost { slots.append(transfer.slot) }
         }
-        for (token, item) in verified { jobs.append(JobLeaseID(jobID: item.lease.jobID, token: token)) }
-        for (token, item) in placing where verified[token] == nil { jobs.append(JobLeaseID(jobID: item.lease.jobID, token: token)) }
         for block in blockedFolders.values { jobs += block.parked.map { JobLeaseID(jobID: $0.jobID, token: $0.token) } }
         guard !jobs.isEmpty || !slots.isEmpty else { return }
-        actions.append(.report(.warning("no exchange with the queue has renewed this worker's leases for \((now - renewedAt) / 1000) s: stopping \(transfers.count) transfers and letting go of \(jobs.count) jobs before their leases lapse (they go back to the queue); claims start again when the queue answers")))
+        actions.append(.report(.warning("nothing heard from the queue for \((now - lastHeard) / 1000) s: stopping \(transfers.count) transfers and letting go of \(jobs.count) jobs before another worker may take them (they go back to the queue); claims start again when the queue answers")))
         lose(jobs: jobs, slots: slots, into: &actions)
     }
 
@@ -754,6 +777,8 @@ struct EngineCore {
         guard let sent = inFlight else { return }
         inFlight = nil
         failedInARow = 0
+        lastHeard = sent.sentAt
+        heardUntil = result.silenceLimit.map { sent.sentAt + $0 } ?? .max
         if sent.renewed {
             leasesHeldUntil = sent.sentAt + config.leaseMilliseconds
         } else if !result.claimed.isEmpty || !result.grantedSlots.isEmpty {
@@ -895,7 +920,7 @@ struct EngineCore {
     // MARK: Deciding
 
     private mutating func step(now: Int, into actions: inout [Action]) {
-        if now >= leasesHeldUntil - leaseMargin { letLeasesGo(now: now, into: &actions) }
+        if now >= letGoAt { letLeasesGo(now: now, into: &actions) }
         reviewBlockedFolders(now: now, into: &actions)
         startTransfers(now: now, into: &actions)
         prepareAhead(into: &actions)
@@ -1142,7 +1167,7 @@ struct EngineCore {
         }
         let renewal = now - lastRenewal >= renewEvery
         let progressDue = now - lastProgress >= config.progressEvery && !transfers.isEmpty
-        if renewal || progressDue { reasons += 1 }
+        if renewal || progressDue || now >= beatDueAt { reasons += 1 }
         guard reasons > 0 else { return }
         if claim > 0 { claimBlockedReady = nil }
         var request = Exchange(owner: config.owner, leaseMilliseconds: config.leaseMilliseconds)
@@ -1223,7 +1248,8 @@ struct EngineCore {
         var soonest: Int?
         func add(_ time: Int) { soonest = min(soonest ?? .max, max(time, now + 1)) }
         if placing.isEmpty, !verified.isEmpty, let oldest = oldestVerified { add(oldest + config.batchDelay) }
-        if leasesHeldUntil != .max { add(leasesHeldUntil - leaseMargin) }
+        if letGoAt != .max { add(letGoAt) }
+        if inFlight == nil && exchangeNotBefore <= now && beatDueAt != .max { add(beatDueAt) }
         if inFlight == nil && exchangeNotBefore > now {
             add(exchangeNotBefore)  // after a failed exchange, nothing is sent before this
         } else if inFlight == nil {

@@ -93,6 +93,11 @@ public struct ExchangeResult: Sendable {
     /// store whose counts cost a pass over its jobs may say 1 for "some".
     public var unfinished: (queued: Int, running: Int)?
     public var nextWake: Int?
+    /// How long (ms) after this exchange was sent the queue may take the worker's jobs and
+    /// slots back if it hears nothing more from it (a queue shared by machines: its worker
+    /// timeout, less the age of the worker's last heartbeat when the exchange ran); nil when only
+    /// a lease's end does.
+    public var silenceLimit: Int?
 
     public init() {}
 }
