@@ -568,8 +568,7 @@ struct PostgresConnectionTests {
     @Test func theGrantOfIdsIsNotRecordedWhenNothingWasGranted() throws {
         let (location, connection) = try queueOfOneHost(migrations: 9)
         let worker = try userWithRightsOnTheTablesOnly(of: location, connection)
-        let role = String(location.split(separator: "/").last ?? "") + "_worker"
-        try connection.execute("GRANT USAGE ON SEQUENCE jobs_id_seq TO \(role)")
+        try connection.execute("GRANT USAGE ON SEQUENCE jobs_id_seq TO \(workerRole(of: location))")
         let error = try #require(throws: PostgresError.self) { try PostgresJobStore(url: worker) }
         #expect(error.kind == .upgradeNeedsOwner(name: Migration.postgresEmbedded[9].name))
         #expect(try connection.query("SELECT max(version) FROM schema_migrations").first?.int(0) == 9)
@@ -581,7 +580,7 @@ struct PostgresConnectionTests {
     /// UPDATE, DELETE on the tables of the queue at `location`, and the same on the tables its
     /// owner makes later — and no other right: its URL.
     private func userWithRightsOnTheTablesOnly(of location: String, _ connection: PostgresConnection) throws -> String {
-        let role = String(location.split(separator: "/").last ?? "") + "_worker"
+        let role = workerRole(of: location)
         try connection.execute("""
             CREATE ROLE \(role) LOGIN;
             GRANT USAGE ON SCHEMA public TO \(role);
@@ -589,6 +588,11 @@ struct PostgresConnectionTests {
             ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO \(role)
             """)
         return location.replacingOccurrences(of: "//haul@", with: "//\(role)@")
+    }
+
+    /// The login `userWithRightsOnTheTablesOnly` makes for the database at `location`.
+    private func workerRole(of location: String) -> String {
+        String(location.split(separator: "/").last ?? "") + "_worker"
     }
 
     /// An older haul on the same queue claims without counting claims, but sets

@@ -160,10 +160,11 @@ private final class Runner: @unchecked Sendable {
     private var bytesAtCount: Int64 = 0
     private var lastCounts = 0
     private var continuation: CheckedContinuation<RunSummary, any Error>?
-    /// Exchanges that failed in a row, whether one ever succeeded, and when the last did.
+    /// Exchanges the store refused in a row (one it could not be reached for does not count:
+    /// see `outageLimit`), and when the last exchange succeeded (0: none yet).
     private var failedExchanges = 0
-    private var exchangedOnce = false
     private var lastExchanged = 0
+    private var exchangedOnce: Bool { lastExchanged > 0 }
     /// The summary, once the core finished.
     private var finished: RunSummary?
     private var abortError: (any Error)?
@@ -629,7 +630,6 @@ private final class Runner: @unchecked Sendable {
             self.queue.enqueue {
                 switch answer {
                 case .success(let answer):
-                    self.exchangedOnce = true
                     self.failedExchanges = 0
                     self.lastExchanged = Self.now()
                     for (id, profile) in answer.profiles {

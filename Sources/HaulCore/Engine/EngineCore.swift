@@ -752,6 +752,17 @@ struct EngineCore {
     private mutating func letLeasesGo(now: Int, into actions: inout [Action]) {
         leasesHeldUntil = .max
         heardUntil = .max
+        let (jobs, slots) = leasesInHand()
+        guard !jobs.isEmpty || !slots.isEmpty else { return }
+        actions.append(.report(.warning("nothing heard from the queue for \((now - lastHeard) / 1000) s: stopping \(transfers.count) transfers and letting go of \(jobs.count) jobs before another worker may take them (they go back to the queue); claims start again when the queue answers")))
+        lose(jobs: jobs, slots: slots, into: &actions)
+    }
+
+    /// The leases of the work this engine has not finished: the jobs in hand (ready, parked) and
+    /// those of its running transfers, with the slots they run in and its hosts' free slots.
+    /// Verified files, their placement and outcomes waiting to be sent hold job leases too (the
+    /// renewal adds them).
+    private func leasesInHand() -> (jobs: [JobLeaseID], slots: [SlotLease]) {
         var jobs: [JobLeaseID] = []
         var slots: [SlotLease] = []
         for host in hosts.values {
@@ -763,9 +774,7 @@ struct EngineCore {
             if !transfer.slotLost { slots.append(transfer.slot) }
         }
         for block in blockedFolders.values { jobs += block.parked.map { JobLeaseID(jobID: $0.jobID, token: $0.token) } }
-        guard !jobs.isEmpty || !slots.isEmpty else { return }
-        actions.append(.report(.warning("nothing heard from the queue for \((now - lastHeard) / 1000) s: stopping \(transfers.count) transfers and letting go of \(jobs.count) jobs before another worker may take them (they go back to the queue); claims start again when the queue answers")))
-        lose(jobs: jobs, slots: slots, into: &actions)
+        return (jobs, slots)
     }
 
     private mutating func queue(_ outcome: Outcome, _ item: Pending, now: Int) {
@@ -1201,23 +1210,13 @@ struct EngineCore {
         request.progress = headProgress + forgetting
         if renewal {
             lastRenewal = now
-            var leases: [JobLeaseID] = []
-            for host in hosts.values {
-                leases += host.ready[host.readyStart...].map { JobLeaseID(jobID: $0.jobID, token: $0.token) }
-                request.renewSlots += host.free
-            }
-            for (token, transfer) in transfers {
-                if !transfer.abandoned { leases.append(JobLeaseID(jobID: transfer.lease.jobID, token: token)) }
-                if !transfer.slotLost { request.renewSlots.append(transfer.slot) }
-            }
+            var (leases, slots) = leasesInHand()
+            request.renewSlots = slots
             for (token, item) in verified {
                 leases.append(JobLeaseID(jobID: item.lease.jobID, token: token))
             }
             for (token, item) in placing where verified[token] == nil {
                 leases.append(JobLeaseID(jobID: item.lease.jobID, token: token))
-            }
-            for block in blockedFolders.values {
-                leases += block.parked.map { JobLeaseID(jobID: $0.jobID, token: $0.token) }
             }
             // Outcomes still waiting for their exchange hold their leases too.
             for (_, item) in outbox.dropFirst(sending.count) {
@@ -1249,10 +1248,10 @@ struct EngineCore {
         func add(_ time: Int) { soonest = min(soonest ?? .max, max(time, now + 1)) }
         if placing.isEmpty, !verified.isEmpty, let oldest = oldestVerified { add(oldest + config.batchDelay) }
         if letGoAt != .max { add(letGoAt) }
-        if inFlight == nil && exchangeNotBefore <= now && beatDueAt != .max { add(beatDueAt) }
         if inFlight == nil && exchangeNotBefore > now {
             add(exchangeNotBefore)  // after a failed exchange, nothing is sent before this
         } else if inFlight == nil {
+            if beatDueAt != .max { add(beatDueAt) }
             if !outbox.isEmpty, let oldest = oldestOutbox { add(oldest + config.batchDelay) }
             if !headProgress.isEmpty { add(lastProgress + config.batchDelay) }
             add(lastRenewal + renewEvery)
