@@ -231,6 +231,38 @@ final class PostgresWorkersTests: XCTestCase {
         XCTAssertEqual(try h.counts()["done"], 40)
     }
 
+    /// `haul get` reading a list from a pipe while its database goes away: the lines that come
+    /// meanwhile wait for it (said, with their line numbers) instead of ending the import, and
+    /// once it answers they are queued and fetched like the others.
+    func testAnImportWaitsForItsDatabaseToComeBack() throws {
+        let url = try database()
+        let port = try PostgresCluster.shared().port
+        let relay = try TCPRelay(port: port)
+        defer { relay.stop() }
+        let h = try RunHarness(self, database: url.replacingOccurrences(of: ":\(port)/", with: ":\(relay.port)/"))
+        let tracker = FaultServer.ConcurrencyTracker()
+        let servers = try servers(tracker, delay: 0.1)
+        defer { for server in servers { server.stop() } }
+        let all = lines(servers, files: 10)
+        let input = Pipe()
+        let run = try h.start(["get", "-i", "-", "-d", h.out, "--per-host", "2", "-j", "8", "--json"], stdin: input)
+        input.fileHandleForWriting.write(Data((all[..<20].joined(separator: "\n") + "\n").utf8))
+        XCTAssertTrue(tracker.waitForInFlight(atLeast: 4, timeout: 20), "the run never got going")
+        relay.cut()
+        input.fileHandleForWriting.write(Data((all[20...].joined(separator: "\n") + "\n").utf8))
+        XCTAssertTrue(run.waitForOutput(" again in 2 s", stderr: true, timeout: 20), "the import did not wait for its database")
+        relay.restore()
+        try input.fileHandleForWriting.close()
+        let result = run.wait(timeout: 60)
+        XCTAssertFalse(result.timedOut)
+        XCTAssertEqual(result.status, 0, result.stderrText + result.stdoutText.suffix(2000))
+        // The lines written after the cut (line 20 too when it was still held for options that
+        // may follow it; line 40 is, and goes alone after them).
+        XCTAssertNotNil(result.stderrText.range(of: "; adding stdin:2[01]–39 again in 1 s\n", options: .regularExpression), result.stderrText)
+        checkFiles(h, servers, files: 10)
+        XCTAssertEqual(try h.counts()["done"], 40)
+    }
+
     /// A worker stopped (SIGSTOP) past the worker timeout is taken off the queue: the other worker
     /// finishes its jobs, and once it runs again it learns it was taken off and stops (exit 1)
     /// instead of taking more work; every file is whole.

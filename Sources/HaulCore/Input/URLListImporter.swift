@@ -10,7 +10,8 @@ import Foundation
 /// fails (the error is thrown, the earlier lines are kept). Lines are read and parsed on a second
 /// thread while the calling thread writes the previous batch, so both cores are used. With
 /// `streaming`, the lines read are committed as soon as the input pauses (a pipe), a last URL
-/// line `optionsWait` later, and nothing is written once `Streaming.stopped` says so.
+/// line `optionsWait` later, nothing is written once `Streaming.stopped` says so, and a queue
+/// that cannot be reached is waited for (`Streaming.outageLimit`) rather than ending the import.
 public struct URLListImporter {
     /// Counts for the user.
     public struct Summary: Sendable, Equatable {
@@ -54,13 +55,25 @@ public struct URLListImporter {
         /// Asked before each batch is written: true once the run has stopped, when the import
         /// stops too (returning what it queued so far), so nothing more is queued or reported.
         public var stopped: @Sendable () -> Bool
+        /// How long (ms) a batch waits for a queue that cannot be reached (`StoreError.isUnavailable`:
+        /// a database server restarting or cut off), tried again after 1, 2, 4, then every 8 s,
+        /// before the import ends on the error. The run beside it waits as long
+        /// (`DownloadEngine.outageLimit`). A batch whose commit was done but not confirmed
+        /// before the cut is then found already queued.
+        public var outageLimit: Int
+        /// Told before each wait for a queue that cannot be reached: the error, the batch's first
+        /// and last line numbers (0 for arguments' lines) and the wait in ms.
+        public var waiting: @Sendable (_ error: any Error, _ lines: ClosedRange<Int>, _ wait: Int) -> Void
 
         public init(firstBatchSize: Int = 256, batchSize: Int = 1_024, afterBatch: @escaping @Sendable () -> Void,
-                    stopped: @escaping @Sendable () -> Bool = { false }) {
+                    stopped: @escaping @Sendable () -> Bool = { false }, outageLimit: Int = 600_000,
+                    waiting: @escaping @Sendable (_ error: any Error, _ lines: ClosedRange<Int>, _ wait: Int) -> Void = { _, _, _ in }) {
             self.firstBatchSize = firstBatchSize
             self.batchSize = batchSize
             self.afterBatch = afterBatch
             self.stopped = stopped
+            self.outageLimit = outageLimit
+            self.waiting = waiting
         }
     }
 
@@ -212,7 +225,7 @@ public struct URLListImporter {
 
     /// Writes one batch and reports its rejections, in line order.
     private func flush(_ batch: ParsedBatch, into summary: inout Summary) throws {
-        let outcomes = batch.jobs.isEmpty ? [] : try queue.add(batch.jobs, maxAttempts: maxAttempts, profileID: profileID, ifExists: ifExists)
+        let outcomes = batch.jobs.isEmpty ? [] : try add(batch)
         var pending = batch.rejections[...]
         for (index, outcome) in outcomes.enumerated() {
             let number = batch.numbers[index]
@@ -239,6 +252,31 @@ public struct URLListImporter {
             // within microseconds: a writer waiting for it (this run's claims, another process)
             // looks every 0.2 ms (Database's busy handler), so it would wait out the import.
             usleep(Self.pauseBetweenBatches)
+        }
+    }
+
+    /// Adds the batch's jobs; while streaming, waits for a queue that cannot be reached (see
+    /// `Streaming.outageLimit`), unless the run stops meanwhile.
+    private func add(_ batch: ParsedBatch) throws -> [AddOutcome] {
+        var failures = 0
+        let start = DispatchTime.now().uptimeNanoseconds
+        while true {
+            do {
+                return try queue.add(batch.jobs, maxAttempts: maxAttempts, profileID: profileID, ifExists: ifExists)
+            } catch let error as any StoreError where error.isUnavailable && streaming != nil {
+                guard let streaming, !streaming.stopped() else { throw error }
+                failures += 1
+                let wait = 1000 << min(failures - 1, 3)
+                let waited = Int((DispatchTime.now().uptimeNanoseconds - start) / 1_000_000)
+                guard waited + wait <= streaming.outageLimit else { throw error }
+                streaming.waiting(error, (batch.numbers.first ?? 0)...(batch.numbers.last ?? 0), wait)
+                // In slices, so a run that stops meanwhile is not kept waiting.
+                let until = DispatchTime.now().uptimeNanoseconds + UInt64(wait) * 1_000_000
+                while DispatchTime.now().uptimeNanoseconds < until {
+                    if streaming.stopped() { throw error }
+                    usleep(50_000)
+                }
+            }
         }
     }
 

@@ -93,6 +93,13 @@ enum AddCommand: Command {
             return summary
         }
 
+        /// Where the lines `numbers` of the input being read now come from, for a message:
+        /// "arguments 1–3", "urls.txt:257–1280".
+        func place(of numbers: ClosedRange<Int>) -> String {
+            let span = numbers.count == 1 ? "\(numbers.lowerBound)" : "\(numbers.lowerBound)–\(numbers.upperBound)"
+            return source == "argument" ? "argument\(numbers.count == 1 ? "" : "s") \(span)" : "\(source):\(span)"
+        }
+
         fileprivate func rejected(_ line: Int, _ reason: InputLine.Rejection, _ text: String?) {
             var message = "haul: \(source == "argument" ? "argument \(line)" : "\(source):\(line)"): \(reason)"
             if let text, !text.isEmpty, !reason.description.contains(HTTPURL.redact(text)) {

@@ -55,7 +55,10 @@ enum GetCommand: Command {
                 let feed = URLListImporter.Streaming(afterBatch: {
                     if imported.passFirstBatch() { firstBatch.signal() }
                     engine.inputAdded()
-                }, stopped: stopped)
+                }, stopped: stopped, waiting: { error, lines, wait in
+                    // As the run says of its own exchanges: the queue cannot be reached now.
+                    reporter.note("haul: database: \(HTTPURL.redact(String(describing: error))); adding \(prepared.place(of: lines)) again in \(wait / 1000) s")
+                })
                 let result = Result { try prepared.run(streaming: feed) }
                 // Ended before any batch was in: the main thread, still waiting, says how (below).
                 let early = imported.passFirstBatch()
