@@ -236,10 +236,10 @@ public final class RunningProcess: @unchecked Sendable {
         output.withLock { $0.stdoutClosed = true }
     }
 
-    /// Waits until the child's standard output (`stderr`: its standard error) contains `marker`
-    /// (`times` times or more: true), or it closes its output or `timeout` passes first (false).
-    /// Woken by each chunk of output, not by polling.
-    public func waitForOutput(_ marker: String, times: Int = 1, stderr: Bool = false, timeout: TimeInterval) -> Bool {
+    /// Waits until the child's standard output contains `marker` (`times` times or more: true),
+    /// or it closes its output or `timeout` passes first (false). Woken by each chunk of output,
+    /// not by polling.
+    public func waitForOutput(_ marker: String, times: Int = 1, timeout: TimeInterval) -> Bool {
         let needle = Data(marker.utf8)
         let deadline = Date(timeIntervalSinceNow: timeout)
         func found(_ data: Data) -> Bool {
@@ -254,9 +254,9 @@ public final class RunningProcess: @unchecked Sendable {
         arrived.lock()
         defer { arrived.unlock() }
         while true {
-            let (done, closed) = output.withLock { (found(stderr ? $0.stderr : $0.stdout), $0.stdoutClosed) }
+            let (done, closed) = output.withLock { (found($0.stdout), $0.stdoutClosed) }
             if done { return true }
-            if closed || !arrived.wait(until: deadline) { return output.withLock { found(stderr ? $0.stderr : $0.stdout) } }
+            if closed || !arrived.wait(until: deadline) { return output.withLock { found($0.stdout) } }
         }
     }
 

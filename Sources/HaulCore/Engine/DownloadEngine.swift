@@ -177,7 +177,7 @@ private final class Runner: @unchecked Sendable {
     /// transfers go on meanwhile for as long as their leases hold; then the core stops them and
     /// lets go of every job in hand (`EngineCore.letLeasesGo`), so a long wait holds nothing that
     /// another worker could want.
-    static let outageLimit = 600_000
+    static let outageLimit = StoreOutage.limit
     private let started = Date()
 
     /// Where transfers are prepared, in turn. Serial queues have threads of their own; on

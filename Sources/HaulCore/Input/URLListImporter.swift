@@ -57,16 +57,16 @@ public struct URLListImporter {
         public var stopped: @Sendable () -> Bool
         /// How long (ms) a batch waits for a queue that cannot be reached (`StoreError.isUnavailable`:
         /// a database server restarting or cut off), tried again after 1, 2, 4, then every 8 s,
-        /// before the import ends on the error. The run beside it waits as long
-        /// (`DownloadEngine.outageLimit`). A batch whose commit was done but not confirmed
-        /// before the cut is then found already queued.
+        /// before the import ends on the error; the run beside it waits as long for its own
+        /// exchanges. A batch whose commit was done but not confirmed before the cut is then
+        /// found already queued (and counted so).
         public var outageLimit: Int
         /// Told before each wait for a queue that cannot be reached: the error, the batch's first
-        /// and last line numbers (0 for arguments' lines) and the wait in ms.
+        /// and last line numbers (numbered from 1, as in rejections) and the wait in ms.
         public var waiting: @Sendable (_ error: any Error, _ lines: ClosedRange<Int>, _ wait: Int) -> Void
 
         public init(firstBatchSize: Int = 256, batchSize: Int = 1_024, afterBatch: @escaping @Sendable () -> Void,
-                    stopped: @escaping @Sendable () -> Bool = { false }, outageLimit: Int = 600_000,
+                    stopped: @escaping @Sendable () -> Bool = { false }, outageLimit: Int = StoreOutage.limit,
                     waiting: @escaping @Sendable (_ error: any Error, _ lines: ClosedRange<Int>, _ wait: Int) -> Void = { _, _, _ in }) {
             self.firstBatchSize = firstBatchSize
             self.batchSize = batchSize

@@ -15,3 +15,12 @@ public protocol StoreError: Error {
 extension StoreError {
     public var isUnavailable: Bool { false }
 }
+
+/// How long haul waits for a store that cannot be reached (`StoreError.isUnavailable`).
+///
+/// Guarantees: one figure for every waiter (a run's exchanges, `haul get`'s import), so a run
+/// does not end while its import still waits, nor the other way round, for the same outage.
+public enum StoreOutage {
+    /// In ms: 10 minutes.
+    public static let limit = 600_000
+}

@@ -56,8 +56,9 @@ enum GetCommand: Command {
                     if imported.passFirstBatch() { firstBatch.signal() }
                     engine.inputAdded()
                 }, stopped: stopped, waiting: { error, lines, wait in
-                    // As the run says of its own exchanges: the queue cannot be reached now.
-                    reporter.note("haul: database: \(HTTPURL.redact(String(describing: error))); adding \(prepared.place(of: lines)) again in \(wait / 1000) s")
+                    // Said as the run says its own exchanges' failures (nothing with --quiet, an
+                    // event with --json).
+                    reporter.report(.warning("database: \(error); adding \(prepared.place(of: lines)) again in \(wait / 1000) s"))
                 })
                 let result = Result { try prepared.run(streaming: feed) }
                 // Ended before any batch was in: the main thread, still waiting, says how (below).
