@@ -229,6 +229,20 @@ final class HTTPHeaderParsingTests: XCTestCase {
 
     private let date = "Sun, 06 Nov 1994 08:49:37 GMT"
 
+    func testAPartialAnswerContinuesOnlyTheVersionItNames() {
+        let tag = Validator.etag("\"xyzzy\"")
+        XCTAssertTrue(tag.isContinued(etag: " \"xyzzy\" ", lastModified: nil))
+        XCTAssertFalse(tag.isContinued(etag: "\"other\"", lastModified: nil))
+        XCTAssertFalse(tag.isContinued(etag: "W/\"xyzzy\"", lastModified: nil))
+        XCTAssertFalse(tag.isContinued(etag: nil, lastModified: "Sun, 06 Nov 1994 08:00:00 GMT"))
+        let dated = Validator.lastModified("Sun, 06 Nov 1994 08:00:00 GMT")
+        XCTAssertTrue(dated.isContinued(etag: nil, lastModified: "Sunday, 06-Nov-94 08:00:00 GMT"), "the same instant in another form")
+        XCTAssertTrue(dated.isContinued(etag: "\"new\"", lastModified: "Sun, 06 Nov 1994 08:00:00 GMT"))
+        XCTAssertFalse(dated.isContinued(etag: nil, lastModified: "Sun, 06 Nov 1994 08:00:01 GMT"))
+        XCTAssertFalse(dated.isContinued(etag: nil, lastModified: nil))
+        XCTAssertFalse(dated.isContinued(etag: nil, lastModified: "yesterday"))
+    }
+
     func testStrongETagWins() {
         let validator = Validator.strong(etag: "\"xyzzy\"", lastModified: "Sun, 06 Nov 1994 08:00:00 GMT", date: date)
         XCTAssertEqual(validator, .etag("\"xyzzy\""))

@@ -209,4 +209,38 @@ final class RunResumeTests: XCTestCase {
         let requests = server.requests(path: "/doc.bin")
         XCTAssertEqual(requests.map(\.rangeHeader), [nil, "bytes=50000-", nil], "resume, refused 206 of B, start over")
     }
+
+    /// A version known by its date only (no ETag): a server that ignores If-Range and sends the
+    /// rest of another version as a 206 without the date is not believed; the file is B exactly.
+    func testChangedResourceKnownByDateBehindBrokenIfRangeIsNeverSpliced() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let versionA = runTestData(100_000, seed: 28)
+        let versionB = runTestData(100_000, seed: 29)
+        let modifiedA = "Mon, 01 Jan 2024 00:00:00 GMT"
+        let now: @Sendable () -> String = { HTTPDate.format(Date()) }
+        server.route("/doc.bin", sequence: [
+            { _ in FaultServer.Response.ok(versionA, headers: ["Last-Modified": modifiedA, "Date": now()]).truncated(afterBytes: 50_000) },
+            { request in
+                // Ignores If-Range: answers `Range: bytes=N-` with B's bytes from N, and no date.
+                guard let range = request.rangeHeader, range.hasPrefix("bytes="), range.hasSuffix("-"),
+                      let start = Int(range.dropFirst("bytes=".count).dropLast()), start < versionB.count
+                else { return FaultServer.Response.ok(versionB, headers: ["Date": now()]) }
+                return FaultServer.Response(status: 206, headers: [
+                    "Date": now(), "Content-Range": "bytes \(start)-\(versionB.count - 1)/\(versionB.count)",
+                ], body: versionB.subdata(in: start..<versionB.count))
+            },
+        ])
+        try h.add([server.url("/doc.bin").absoluteString])
+
+        let result = try h.run(["run", "--max-attempts", "4"])
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.contents("doc.bin"), versionB, "the file must be version B exactly")
+        XCTAssertEqual(h.outputFiles(), ["doc.bin"])
+        let requests = server.requests(path: "/doc.bin")
+        XCTAssertEqual(requests.dropFirst().first?.ifRangeHeader, modifiedA, "the resume names the version it continues")
+        XCTAssertEqual(requests.map(\.rangeHeader), [nil, "bytes=50000-", nil], "resume, refused 206 without the date, start over")
+    }
 }

@@ -346,11 +346,14 @@ public final class DownloadAttempt: BodySink {
                 if let fresh, fresh != storedValidator {
                     return .mustRestart("the resource changed (validator \(fresh.headerValue), was \(storedValidator?.headerValue ?? "none"))")
                 }
-                // A 206 carries the ETag a 200 would (RFC 9110, 15.3.7): one without it does not
-                // show that it continues the version on disk (a server that ignores If-Range and
-                // drops the tag would splice two versions).
-                if fresh == nil, case .etag? = storedValidator {
-                    return .mustRestart("server's partial answer (206) has no strong ETag to show it continues \(storedValidator?.headerValue ?? "")")
+                // A 206 carries the validators a 200 would (RFC 9110, 15.3.7): one without the
+                // ETag or date kept does not show that it continues the version on disk (a server
+                // that ignores If-Range and drops them would splice two versions).
+                if let stored = storedValidator, !stored.isContinued(etag: head["etag"], lastModified: head["last-modified"]) {
+                    if case .etag = stored {
+                        return .mustRestart("server's partial answer (206) has no strong ETag to show it continues \(stored.headerValue)")
+                    }
+                    return .mustRestart("server's partial answer (206) has no Last-Modified of \(stored.headerValue) to show it continues that version")
                 }
                 state.expectedTotal = complete
                 state.mode = .writing

@@ -32,6 +32,22 @@ public enum Validator: Equatable, Sendable {
         return .lastModified(HTTPDate.format(modified))
     }
 
+    /// Whether a partial answer (206) with these `ETag` and `Last-Modified` values shows that it
+    /// continues the representation this validator names: the same strong entity-tag, or (for a
+    /// date) a `Last-Modified` naming the same instant. A 206 carries the validators a 200 would
+    /// (RFC 9110 §15.3.7); one without them may come from a server that ignores `If-Range`, and
+    /// its bytes may belong to another version.
+    public func isContinued(etag: String?, lastModified: String?) -> Bool {
+        switch self {
+        case .etag(let tag):
+            guard let etag, case .strong(let sent) = EntityTag(etag) else { return false }
+            return sent == tag
+        case .lastModified(let date):
+            guard let lastModified, let sent = HTTPDate.parse(lastModified), let kept = HTTPDate.parse(date) else { return false }
+            return sent == kept
+        }
+    }
+
     /// The value to send as `If-Range`.
     public var headerValue: String {
         switch self {
