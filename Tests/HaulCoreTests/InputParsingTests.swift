@@ -298,6 +298,56 @@ final class InputParsingTests: XCTestCase {
         XCTAssertEqual(texts.shown[2...3], ["  out=orphan", "  http-passwd=…"])
     }
 
+    /// An option line that cannot be read (a value that is not UTF-8 or holds a NUL, a key in
+    /// upper case) refuses its URL instead of being dropped with the URL queued without it; an
+    /// indented comment among a URL's options does not end them.
+    func testAnUnreadableAria2OptionRefusesItsURL() throws {
+        let directory = try makeTempDirectory()
+        let queue = try JobQueue(database: Database(path: directory.file("q.db")))
+        let sha = String(repeating: "ab", count: 32)
+        var text = Data("https://e.org/a\n  out=caf".utf8) + Data([0xE9]) + Data(".bin\n  checksum=sha-256=\(sha)\n".utf8)
+        text += Data("https://e.org/b\n  out=x".utf8) + Data([0]) + Data("y.bin\n".utf8)
+        text += Data("https://e.org/c\n  OUT=upper.bin\n".utf8)
+        text += Data("https://e.org/d\n  # its file:\n  out=d.bin\n\tchecksum=sha-256=\(sha)\n".utf8)
+        let path = try directory.write("aria.txt", text)
+        let rejections = RejectionLog()
+        let importer = URLListImporter(queue: queue, resolver: DestinationResolver(directory: directory.path)) { line, reason, _ in rejections.append(line, reason) }
+        var summary = URLListImporter.Summary()
+        let descriptor = open(path, O_RDONLY)
+        defer { close(descriptor) }
+        try importer.importLines(from: descriptor, into: &summary)
+
+        XCTAssertEqual(rejections.entries.map(\.line), [1, 4, 6])
+        XCTAssertEqual(rejections.entries.map(\.reason), [
+            .unreadableAria2Option(line: 2, "out", "its value is not valid UTF-8"),
+            .unreadableAria2Option(line: 5, "out", "its value holds a NUL byte"),
+            .unsupportedAria2Option(line: 7, "OUT"),
+        ])
+        let jobs = try queue.list(JobFilter())
+        XCTAssertEqual(jobs.map(\.destination), [directory.file("d.bin")])
+        XCTAssertEqual(jobs.first?.checksum, "sha256=\(sha)")
+        XCTAssertEqual(summary.added, 1)
+    }
+
+    /// `haul add URL out=NAME sha256=HEX` unquoted: the fields given as arguments of their own
+    /// belong to the URL before them.
+    func testFieldsGivenAsArgumentsOfTheirOwnBelongToTheURLBefore() throws {
+        let directory = try makeTempDirectory()
+        let queue = try JobQueue(database: Database(path: directory.file("q.db")))
+        let sha = String(repeating: "cd", count: 32)
+        let rejections = RejectionLog()
+        let importer = URLListImporter(queue: queue, resolver: DestinationResolver(directory: directory.path)) { line, reason, _ in rejections.append(line, reason) }
+        var summary = URLListImporter.Summary()
+        try importer.importLines(["https://e.org/a?x=1", "out=mine.bin", "sha256=\(sha)", "https://e.org/b", "size=3"], into: &summary)
+
+        XCTAssertEqual(rejections.entries.map(\.line), [4])
+        XCTAssertEqual(rejections.entries.map(\.reason), [.unknownOption("size=3")])
+        let jobs = try queue.list(JobFilter())
+        XCTAssertEqual(jobs.map(\.destination), [directory.file("mine.bin")])
+        XCTAssertEqual(jobs.first?.checksum, "sha256=\(sha)")
+        XCTAssertEqual(summary.added, 1)
+    }
+
     /// A reader waits only when no whole line is buffered and the input has nothing more now: a
     /// pipe whose writer has not written the rest yet; never a regular file, nor an input at its end.
     func testAReaderWouldWaitOnlyForAPipeWithNoWholeLineToGive() throws {

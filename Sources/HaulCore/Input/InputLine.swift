@@ -34,6 +34,8 @@ public struct InputLine: Sendable, Equatable {
         case unsupportedAria2Option(line: Int, String)
         /// An aria2 `checksum=TYPE=…` of a type haul does not compute (its line number, TYPE).
         case unsupportedAria2Checksum(line: Int, String)
+        /// An aria2 option line that cannot be read (its line number, key, and why).
+        case unreadableAria2Option(line: Int, String, String)
         /// An indented aria2 option line with no URL line before it.
         case aria2OptionWithoutURL
         /// `dir=` naming a folder outside the output folder.
@@ -74,6 +76,8 @@ public struct InputLine: Sendable, Equatable {
                 let shown = type.count > 20 ? String(type.prefix(20)) + "…" : type
                 let known = Checksum.Algorithm.allCases.map(\.aria2Name).joined(separator: ", ")
                 return "checksum type '\(shown)' on line \(line) is not supported (haul checks \(known)); the URL is not queued"
+            case .unreadableAria2Option(let line, let key, let problem):
+                return "aria2 option '\(key)' on line \(line) cannot be read: \(problem); the URL is not queued"
             case .aria2OptionWithoutURL:
                 return "indented option line (aria2 format) with no URL line right before it"
             case .aria2FolderOutside(let folder):
@@ -89,6 +93,9 @@ public struct InputLine: Sendable, Equatable {
         public let line: Int
         public let key: String
         public let value: String
+        /// Why the line cannot be read as an option (its value not valid UTF-8, or holding a NUL
+        /// or another control character): it refuses its URL rather than being dropped.
+        public var problem: String? = nil
     }
 
     /// An aria2 option line as an error may show it: the value of an option that may hold a
@@ -99,18 +106,28 @@ public struct InputLine: Sendable, Equatable {
     }
 
     /// The aria2 option on an indented line (`  dir=/data`, `\tchecksum=sha-256=…`), or nil when
-    /// the line is not one (not indented, a comment, a URL, no `key=`).
+    /// the line is not one (not indented, a comment, a URL, no `key=`). A key is letters, digits
+    /// and `-` (aria2's are lower-case: another refuses its URL as unsupported); a value that is
+    /// not valid UTF-8 or holds a control character gives an option with a `problem`.
     public static func aria2Option(_ bytes: [UInt8], line: Int) -> Aria2Option? {
         guard let first = bytes.first, isSeparator(first) else { return nil }
         let text = bytes.drop(while: isSeparator)
         guard let equals = text.firstIndex(of: UInt8(ascii: "=")), equals > text.startIndex,
-              text[text.startIndex..<equals].allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }),
-              let value = String(validating: text[(equals + 1)...], as: UTF8.self) else { return nil }
+              text[text.startIndex..<equals].allSatisfy({ (0x61...0x7A).contains($0 | 0x20) || (0x30...0x39).contains($0) || $0 == 0x2D })
+        else { return nil }
+        let key = String(decoding: text[text.startIndex..<equals], as: UTF8.self)
+        let rawValue = text[(equals + 1)...]
+        guard let value = String(validating: rawValue, as: UTF8.self) else {
+            return Aria2Option(line: line, key: key, value: "", problem: "its value is not valid UTF-8")
+        }
+        if rawValue.contains(where: { $0 < 0x20 && $0 != 0x09 || $0 == 0x7F }) {
+            return Aria2Option(line: line, key: key, value: "", problem: rawValue.contains(0) ? "its value holds a NUL byte" : "its value holds a control character")
+        }
         var end = value.endIndex
         while end > value.startIndex, value[value.index(before: end)] == " " || value[value.index(before: end)] == "\t" {
             end = value.index(before: end)
         }
-        return Aria2Option(line: line, key: String(decoding: text[text.startIndex..<equals], as: UTF8.self), value: String(value[..<end]))
+        return Aria2Option(line: line, key: key, value: String(value[..<end]))
     }
 
     /// Parses one line, with the aria2 option lines that followed it. Returns nil for blank lines
@@ -158,6 +175,7 @@ public struct InputLine: Sendable, Equatable {
         }
         var folder: String? = nil
         for option in aria2 {
+            if let problem = option.problem { throw .unreadableAria2Option(line: option.line, option.key, problem) }
             switch option.key {
             case "out":
                 guard out == nil else { throw .duplicateOption("out") }

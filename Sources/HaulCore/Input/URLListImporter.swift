@@ -165,6 +165,10 @@ public struct URLListImporter {
                         if let option = InputLine.aria2Option(bytes, line: reader.lineNumber) {
                             if record != nil { record?.options.append(option) }
                             else { batch.reject(reader.lineNumber, .aria2OptionWithoutURL, text: InputLine.shown(option, bytes)) }
+                        } else if record != nil, bytes.first == 0x20 || bytes.first == 0x09, InputLine.isBlankOrComment(bytes),
+                                  bytes.contains(UInt8(ascii: "#")), !bytes.contains(0) {
+                            // An indented comment among a URL's option lines: the options go on.
+                            continue
                         } else {
                             takeRecord()
                             if InputLine.isBlankOrComment(bytes) {
@@ -205,12 +209,22 @@ public struct URLListImporter {
     public func importLines(_ lines: [String], into summary: inout Summary) throws {
         var batch = ParsedBatch()
         var sent = 0
-        for (index, line) in lines.enumerated() {
+        var index = -1
+        while index + 1 < lines.count {
+            index += 1
+            var line = lines[index]
+            let number = index + 1
+            // `haul add URL out=NAME sha256=HEX`, unquoted: fields given as arguments of their
+            // own belong to the URL before them (none of them can be a URL).
+            while index + 1 < lines.count, Self.isField(lines[index + 1]), !Self.isField(line) {
+                index += 1
+                line += " " + lines[index]
+            }
             let bytes = Array(line.utf8)
             if bytes.count > maximumLineLength {
-                batch.reject(index + 1, .tooLong(bytes.count, limit: maximumLineLength), text: nil)
+                batch.reject(number, .tooLong(bytes.count, limit: maximumLineLength), text: nil)
             } else {
-                batch.take(bytes, lineNumber: index + 1, resolver: resolver)
+                batch.take(bytes, lineNumber: number, resolver: resolver)
             }
             if batch.isFull(lines: batchLimit(committed: sent)) {
                 if streaming?.stopped() == true { return }
@@ -221,6 +235,14 @@ public struct URLListImporter {
         }
         if streaming?.stopped() == true { return }
         try flush(batch, into: &summary)
+    }
+
+    /// Whether an argument is a URL's field (`out=NAME`, `sha256=HEX`: a lower-case key and
+    /// `=`, no spaces), not a URL.
+    static func isField(_ argument: String) -> Bool {
+        guard let equals = argument.utf8.firstIndex(of: UInt8(ascii: "=")), equals > argument.utf8.startIndex else { return false }
+        return argument.utf8[..<equals].allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }
+            && !argument.utf8.contains(0x20) && !argument.utf8.contains(0x09)
     }
 
     /// Writes one batch and reports its rejections, in line order.
