@@ -25,6 +25,30 @@ final class RunEngineTests: XCTestCase {
         XCTAssertTrue((job["last_error"] as? String ?? "").contains("404"), "reason: \(job["last_error"] ?? "nil")")
     }
 
+    /// Only a 200 (or 203) is the file: a 202 ("not ready yet") is tried again, and a 204 (no
+    /// content) fails with its status; neither leaves a file.
+    func testOnlyTheFileItselfIsPlacedNotAnAcceptedOrEmptyAnswer() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let body = Data("the file itself\n".utf8)
+        let notYet = FaultServer.Response(status: 202, body: "queued, try later")
+        server.route("/later.bin", responses: [notYet, notYet, FaultServer.Response.ok(body)])
+        server.route("/empty.bin", FaultServer.Response(status: 204))
+        try h.add([server.url("/later.bin").absoluteString, server.url("/empty.bin").absoluteString])
+
+        let result = try h.run(["run", "--max-attempts", "4"])
+
+        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.contents("later.bin"), body)
+        XCTAssertEqual(server.requestCount(path: "/later.bin"), 3)
+        XCTAssertEqual(server.requestCount(path: "/empty.bin"), 1, "a 204 is not retried")
+        XCTAssertEqual(h.outputFiles(), ["later.bin"])
+        let job = try h.show(2)
+        XCTAssertEqual(job["state"] as? String, "failed")
+        XCTAssertTrue((job["last_error"] as? String ?? "").contains("204"), "reason: \(job["last_error"] ?? "nil")")
+    }
+
     func testGzipEncodedBodyFailsTheJob() throws {
         let h = try RunHarness(self)
         let server = try FaultServer(host: "127.0.0.1")

@@ -30,7 +30,8 @@ public struct RetryPolicy: Sendable {
     /// How long a job whose temp file another process holds waits before it is tried again.
     public static let tempInUseDelay: TimeInterval = 5
 
-    public static let retryableStatuses: Set<Int> = [408, 425, 429, 500, 502, 503, 504]
+    /// 202 (Accepted: the file is not ready yet) among them.
+    public static let retryableStatuses: Set<Int> = [202, 408, 425, 429, 500, 502, 503, 504]
     /// Attempts a checksum mismatch gets in all.
     public static let checksumAttempts = 2
 
@@ -47,7 +48,9 @@ public struct RetryPolicy: Sendable {
         switch failure {
         case .http(let status, let retryAfter):
             guard Self.retryableStatuses.contains(status) else { return .fail }
-            if let retryAfter, let delay = RetryAfter.delay(from: retryAfter, now: now) {
+            // A Retry-After of 0 or a date already past asks for no wait: the backoff's delay
+            // applies, so the attempts are not spent within a second.
+            if let retryAfter, let delay = RetryAfter.delay(from: retryAfter, now: now), delay > 0 {
                 let capped = min(delay, maxRetryAfter)
                 return .retry(delay: capped, pauseHost: capped > 0 ? capped : nil, discardPartial: false)
             }

@@ -385,6 +385,12 @@ public final class DownloadAttempt: BodySink {
         if head.status == 206 {
             return .mustRestart("server sent a partial answer (206) to a request for the whole file")
         }
+        // Only 200 (and 203, the same through a transforming proxy) carries the file itself:
+        // 202's body says it is not ready yet (tried again later), 204 and 205 have none, and
+        // 207, 208 and 226 carry something else (a WebDAV status list, a delta).
+        guard head.status == 200 || head.status == 203 else {
+            return .http(status: head.status, retryAfter: head["retry-after"])
+        }
         state.expectedTotal = head.contentLength
         state.validator = fresh
         state.mode = .writing
