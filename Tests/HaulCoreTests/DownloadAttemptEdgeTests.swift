@@ -366,6 +366,30 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         XCTAssertFalse(exists(partial.destination))
     }
 
+    /// Two Content-Length fields that differ leave the body's end unknown (RFC 9112 §6.3): not
+    /// placed, whichever one the transport went by; two that agree are one.
+    func testDifferingContentLengthsAreNeverPlaced() async throws { try await eachTransport(checkDifferingContentLengthsAreNeverPlaced) }
+
+    private func checkDifferingContentLengthsAreNeverPlaced() async throws {
+        let data = Self.data
+        server.route("/two", FaultServer.Response(status: 200, headers: FaultServer.Headers([("Content-Length", "1000"), ("Content-Length", "600")]),
+                                                  body: data).ending(.close))
+        let two = try tempFile("two")
+        let outcome = try await download("/two", into: two)
+        switch outcome.failure {
+        case .length?, .transport?: break
+        default: XCTFail("expected a length or transport failure, got \(outcome.result)")
+        }
+        XCTAssertFalse(exists(two.destination))
+
+        server.route("/same", FaultServer.Response(status: 200, headers: FaultServer.Headers([("Content-Length", "1000"), ("Content-Length", "1000")]),
+                                                   body: data))
+        let same = try tempFile("same")
+        let agreed = try await download("/same", into: same)
+        XCTAssertEqual(agreed.result, .placed(bytes: 1000, status: 200))
+        XCTAssertEqual(contents(same.destination), data)
+    }
+
     /// A small error page is read to its end and dropped, so the request ends cleanly at the
     /// server and the next request reuses the connection; a large one is cut off at its head.
     func testSmallErrorPagesAreDrainedAndLargeOnesCut() async throws { try await eachTransport(checkSmallErrorPagesAreDrainedAndLargeOnesCut) }

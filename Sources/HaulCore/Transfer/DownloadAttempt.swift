@@ -329,6 +329,9 @@ public final class DownloadAttempt: BodySink {
            !encoding.isEmpty, encoding != "identity" {
             return .encoding("server sent Content-Encoding: \(encoding) although haul asked for identity; haul keeps only the bytes as sent unencoded")
         }
+        if (200..<300).contains(head.status), head.hasUnusableContentLength {
+            return .length("server sent an unusable Content-Length (\(head["content-length"] ?? "")): where the body ends cannot be known")
+        }
         let fresh = Validator.strong(etag: head["etag"], lastModified: head["last-modified"], date: head["date"])
         if resumeOffset > 0 {
             switch head.status {

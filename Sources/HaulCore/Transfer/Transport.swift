@@ -111,11 +111,26 @@ public struct ResponseHead: Sendable, Equatable {
         a.status == b.status && a.url == b.url && a.headers == b.headers
     }
 
-    /// Content-Length as a number, when present and well-formed.
+    /// Content-Length as a number, when present and well-formed. Several fields (or a list)
+    /// with one same value count as that value (RFC 9110 §8.6); differing values give nil, and
+    /// `hasUnusableContentLength` says so.
     public var contentLength: Int64? {
+        guard let text = self["content-length"] else { return nil }
+        guard text.utf8.contains(UInt8(ascii: ",")) else { return Self.length(text) }
+        let values = text.split(separator: ",", omittingEmptySubsequences: false).map { Self.length(Substring($0)) }
+        guard let first = values.first, let value = first, values.allSatisfy({ $0 == value }) else { return nil }
+        return value
+    }
+
+    /// A Content-Length that is there but cannot be read, or differing values: the body's end
+    /// is unknown (RFC 9112 §6.3 makes it an unrecoverable error), so it must not be kept.
+    public var hasUnusableContentLength: Bool {
+        self["content-length"] != nil && contentLength == nil
+    }
+
+    private static func length(_ text: some StringProtocol) -> Int64? {
         // Digits between optional spaces or tabs, read as bytes (Foundation's trimming cost
         // more than the rest of a small file's head).
-        guard let text = self["content-length"] else { return nil }
         var value: Int64 = 0
         var digits = 0
         var ended = false
