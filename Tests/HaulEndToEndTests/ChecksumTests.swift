@@ -243,4 +243,27 @@ final class ChecksumTests: XCTestCase {
         let reason = job["last_error"] as? String ?? ""
         XCTAssertTrue(reason.contains("checksum 'crc32=1234abcd' for job 1") && reason.contains("haul retry 1"), reason)
     }
+
+    /// A resumed download whose checksum does not match (here the server changed the file but
+    /// not its ETag, so the rest it sent belongs to another version) is tried once more from
+    /// zero, whatever its attempt's number, and the whole new file matches.
+    func testAResumedDownloadThatMismatchesIsTriedAgainFromZero() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let versionA = runTestData(100_000, seed: 640)
+        let versionB = runTestData(100_000, seed: 641)
+        server.route("/same-tag.bin", sequence: [
+            { request in FaultServer.fileResponse(versionA, request: request, etag: "\"same\"").truncated(afterBytes: 50_000) },
+            { request in FaultServer.fileResponse(versionB, request: request, etag: "\"same\"") },
+        ])
+        try h.add(["\(server.url("/same-tag.bin").absoluteString) sha256=\(Self.digest(versionB, .sha256))"])
+
+        let result = try h.run(["run", "--max-attempts", "4"])
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.contents("same-tag.bin"), versionB)
+        XCTAssertEqual(server.requests(path: "/same-tag.bin").map(\.rangeHeader), [nil, "bytes=50000-", nil],
+                       "cut, resumed (and mismatched), then from zero")
+    }
 }

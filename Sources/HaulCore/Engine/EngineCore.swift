@@ -655,7 +655,8 @@ struct EngineCore {
         let lease = item.lease
         let job = lease.job
         let decision: RetryPolicy.Decision = stopping && failure == .cancelled
-            ? .release : config.policy.decide(failure, attempt: job.attempts, now: Date(timeIntervalSince1970: Double(now) / 1000))
+            ? .release : config.policy.decide(failure, attempt: job.attempts, resumed: item.resumedFrom > 0,
+                                              now: Date(timeIntervalSince1970: Double(now) / 1000))
         let kept = snapshot ?? DownloadAttempt.Snapshot(bytesOnDisk: 0, expectedTotal: nil, validator: nil)
         if status != nil || failure.isAnswer { hosts[job.hostID]?.downFailures = 0 }  // it answered
         if case .http(let code, _) = failure, code == 429 || code == 503 { overloaded(job.hostID) }

@@ -43,8 +43,11 @@ public struct RetryPolicy: Sendable {
         self.maxRetryAfter = maxRetryAfter
     }
 
-    /// - Parameter attempt: the number of the attempt that just failed (1 for the first).
-    public func decide(_ failure: DownloadAttempt.Failure, attempt: Int, now: Date = Date()) -> Decision {
+    /// - Parameters:
+    ///   - attempt: the number of the attempt that just failed (1 for the first).
+    ///   - resumed: whether that attempt continued a partial file: its checksum mismatch may come
+    ///     from the bytes kept, so one download from zero is always tried.
+    public func decide(_ failure: DownloadAttempt.Failure, attempt: Int, resumed: Bool = false, now: Date = Date()) -> Decision {
         switch failure {
         case .http(let status, let retryAfter):
             guard Self.retryableStatuses.contains(status) else { return .fail }
@@ -61,7 +64,7 @@ public struct RetryPolicy: Sendable {
             return .retry(delay: 0, pauseHost: nil, discardPartial: true)
         case .checksum:
             // Twice the same wrong bytes: the server's file is not the one the checksum names.
-            guard attempt < Self.checksumAttempts else { return .fail }
+            guard attempt < Self.checksumAttempts || resumed else { return .fail }
             return .retry(delay: backoff.delay(afterAttempt: attempt), pauseHost: nil, discardPartial: true)
         case .unreachable:
             return .hostDown
