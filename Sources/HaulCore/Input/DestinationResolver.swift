@@ -3,7 +3,8 @@ import Foundation
 /// Turns a URL, or a user's `out=` path, into an absolute destination inside the output folder.
 ///
 /// Guarantees: the result is always strictly inside `directory` — lexically (no `..`, no
-/// absolute `out=`, no `/`, `\` or NUL smuggled in through percent-encoding) and physically
+/// absolute `out=`, no `/`, `\` or NUL smuggled in through percent-encoding, no control
+/// character in an `out=` or `dir=`) and physically
 /// (no existing symbolic link on the way leads outside). No file name is `.`, `..`, empty,
 /// longer than 255 bytes, or starts with haul's temp-file prefix.
 public struct DestinationResolver: Sendable {
@@ -14,6 +15,7 @@ public struct DestinationResolver: Sendable {
         case pathTooLong(Int)
         case emptyOutPath
         case reservedName(String)
+        case controlCharacter(UInt8)
 
         public var description: String {
             switch self {
@@ -23,6 +25,7 @@ public struct DestinationResolver: Sendable {
             case .pathTooLong(let bytes): return "destination path too long (\(bytes) bytes; the limit is 4095)"
             case .emptyOutPath: return "out= names no file"
             case .reservedName(let name): return "file name '\(name)' is reserved for haul's temp files"
+            case .controlCharacter(let byte): return "out= holds a control character (\\x\(String(format: "%02x", byte))); file names from a list may not"
             }
         }
     }
@@ -121,6 +124,9 @@ public struct DestinationResolver: Sendable {
         // "../\u{301}x" would not split and its ".." would pass.
         let bytes = Array(out.utf8)
         guard bytes.first != Self.slash else { throw .absoluteOutPath }
+        // A control character in a name would reach terminals (`list`, `run`'s lines) raw, and
+        // a NUL would end the name early on disk.
+        if let control = bytes.first(where: { $0 < 0x20 || $0 == 0x7F }) { throw .controlCharacter(control) }
         var components: [String] = []
         for component in bytes.split(separator: Self.slash, omittingEmptySubsequences: true) {
             if component.elementsEqual(Self.dot) { continue }
