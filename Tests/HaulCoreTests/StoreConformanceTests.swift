@@ -80,6 +80,14 @@ import Testing
         let job = try #require(try store.job(id: id))
         #expect(job.checksum == "sha256=\(sha)")
         #expect(job.profileID == profileID && job.ifExists == .rename && job.maxAttempts == 3)
+        #expect(job.root == nil, "a batch that names no output folder")
+        // The output folder a batch names is kept with each job, and a claim hands it on.
+        var batch = JobBatch([try #require(try InputLine.parse(Array("https://a.example/g".utf8), resolver: resolver))])
+        batch.root = resolver.directory
+        let rooted = try #require(try store.add(batch, maxAttempts: 3, profileID: nil, ifExists: .skip).first?.jobID)
+        #expect(try store.job(id: rooted)?.root == resolver.directory)
+        let claimed = try store.exchange(request("m/1/1", claim: 2)).claimed
+        #expect(claimed.first { $0.jobID == rooted }?.job.root == resolver.directory)
     }
 
     // MARK: Slots and the cap

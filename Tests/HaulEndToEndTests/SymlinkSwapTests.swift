@@ -54,6 +54,33 @@ final class SymlinkSwapTests: XCTestCase {
         return (h, temp, outside)
     }
 
+    /// An output folder that did not exist at `haul add`, moved into place afterwards with a
+    /// link inside it that leads outside: the link is older than the job, so its age says
+    /// nothing (the add never saw it); it leads outside the job's output folder, so it is not
+    /// followed, and nothing is fetched or written.
+    func testAnOldLinkInAFolderMovedIntoPlaceAfterTheAddIsNotFollowed() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        server.route("/a.bin", FaultServer.file(runTestData(5_000, seed: 9), etag: "\"a\""))
+        let outside = try h.temp.makeDirectory("outside")
+        let staging = try h.temp.makeDirectory("staging")
+        try FileManager.default.createSymbolicLink(atPath: staging + "/sub", withDestinationPath: outside)
+        let later = h.temp.path + "/later"
+        let added = try h.run(["add", "-d", later, "\(server.url("/a.bin").absoluteString) out=sub/a.bin"])
+        XCTAssertEqual(added.status, 0, added.stderrText)
+        XCTAssertEqual(rename(staging, later), 0, String(cString: strerror(errno)))
+
+        let result = try h.run(["run"], timeout: 20)
+
+        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: outside), [], "written outside the output folder")
+        XCTAssertEqual(server.requestCount(path: "/a.bin"), 0, "fetched for a destination outside the output folder")
+        let job = try h.show(1)
+        XCTAssertEqual(job["state"] as? String, "failed")
+        XCTAssertTrue((job["last_error"] as? String ?? "").contains("leads outside the output folder"), "\(job["last_error"] ?? "nil")")
+    }
+
     func testALinkPlantedAtTheTempFileNameIsNotWrittenThrough() throws {
         let (h, temp, outside) = try runWithSomethingPlantedAtTheTempName(reason: "is a symbolic link") { temp, outside in
             try FileManager.default.createSymbolicLink(atPath: temp, withDestinationPath: outside)

@@ -437,7 +437,7 @@ private final class Runner: @unchecked Sendable {
         let token = lease.token
         let temp = TempFile(destination: job.destination, jobID: job.id, queue: queueIdentity)
         do {
-            try temp.checkNoNewLinks(since: job.createdAt, clear: &clear, now: DispatchTime.now().uptimeNanoseconds)
+            try temp.checkNoNewLinks(since: job.createdAt, root: job.root, clear: &clear, now: DispatchTime.now().uptimeNanoseconds)
         } catch {
             return .ended(.prepareFailed(token: token, .unsafeDestination(String(describing: error))))
         }

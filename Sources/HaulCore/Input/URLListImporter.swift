@@ -280,11 +280,13 @@ public struct URLListImporter {
     /// Adds the batch's jobs; while streaming, waits for a queue that cannot be reached (see
     /// `Streaming.outageLimit`), unless the run stops meanwhile.
     private func add(_ batch: ParsedBatch) throws -> [AddOutcome] {
+        var jobs = batch.jobs
+        jobs.root = resolver.directory
         var failures = 0
         let start = DispatchTime.now().uptimeNanoseconds
         while true {
             do {
-                return try queue.add(batch.jobs, maxAttempts: maxAttempts, profileID: profileID, ifExists: ifExists)
+                return try queue.add(jobs, maxAttempts: maxAttempts, profileID: profileID, ifExists: ifExists)
             } catch let error as any StoreError where error.isUnavailable && streaming != nil {
                 guard let streaming, !streaming.stopped() else { throw error }
                 failures += 1

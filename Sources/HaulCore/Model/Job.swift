@@ -39,6 +39,9 @@ public struct Job: Sendable, Equatable {
     public let placed: PlacedFile?
     /// The worker (its machine's name, or `--worker`) that placed the file, once done.
     public let placedBy: String?
+    /// The output folder the job was added with (`-d`), absolute and standardised; nil for a job
+    /// added before queues kept it. No symbolic link below it may lead outside (`TempFile`).
+    public let root: String?
 
     /// What a kept job's attempt records, and what `show` says of it.
     public static let keptNote = "kept the file already there"
@@ -65,7 +68,7 @@ public struct Job: Sendable, Equatable {
             leaseExpiresAt: expiresAt, lastStatus: lastStatus, lastError: lastError, errorKind: errorKind,
             expectedBytes: expectedBytes, receivedBytes: receivedBytes, etag: etag, lastModified: lastModified,
             checksum: checksum, createdAt: createdAt, updatedAt: now, finishedAt: finishedAt, profileID: profileID,
-            ifExists: ifExists, kept: kept, placed: placed, placedBy: placedBy)
+            ifExists: ifExists, kept: kept, placed: placed, placedBy: placedBy, root: root)
     }
 
     /// Every field, as a store reads them from its rows.
@@ -73,7 +76,9 @@ public struct Job: Sendable, Equatable {
                 maxAttempts: Int, nextAttemptAt: Int, leaseToken: String?, leaseOwner: String?, leaseExpiresAt: Int?,
                 lastStatus: Int?, lastError: String?, errorKind: String?, expectedBytes: Int?, receivedBytes: Int,
                 etag: String?, lastModified: String?, checksum: String?, createdAt: Int, updatedAt: Int, finishedAt: Int?,
-                profileID: Int?, ifExists: ExistingFilePolicy, kept: Bool, placed: PlacedFile?, placedBy: String?) {
+                profileID: Int?, ifExists: ExistingFilePolicy, kept: Bool, placed: PlacedFile?, placedBy: String?,
+                root: String? = nil) {
+        self.root = root
         self.id = id
         self.url = url
         self.host = host

@@ -29,6 +29,8 @@ public struct JobBatch: Sendable {
     public private(set) var entries: [Entry] = []
     /// The distinct host keys (`HTTPURL.hostKey`) of the batch, in order of first appearance.
     public private(set) var hosts: [String] = []
+    /// The output folder every job of the batch is added with (`Job.root`), or nil.
+    public var root: String?
     private var hostNumbers: [String: Int32] = [:]
 
     public init() {}

@@ -89,7 +89,8 @@ extension JobQueue {
                 let key = Self.destinationKey(destination)
                 let insert = try database.statement(Self.singleInsertSQL)
                 defer { insert.reset() }
-                try insert.run([maxAttempts, now, batch.url(index), hostIDs[Int(entry.host)], destination, key, batch.checksum(index)])
+                try insert.run([maxAttempts, now, batch.root, batch.url(index), hostIDs[Int(entry.host)], destination, key,
+                                batch.checksum(index)])
                 if database.changes == 1 {
                     outcomes[index] = .added(jobID: database.lastInsertRowID)
                     addedPerHost[Int(entry.host)] += 1
@@ -129,10 +130,11 @@ extension JobQueue {
             guard let base = text.baseAddress else { return }
             defer { insert.reset() }  // also drops the pointers into `text`
             // Every row binds its own url, host, destination, key and checksum; the values shared
-            // by the batch are bound once, as ?1 and ?2.
+            // by the batch are bound once, as ?1, ?2 and ?3.
             try insert.bind(maxAttempts, at: 1)
             try insert.bind(now, at: 2)
-            var first: Int32 = 3
+            if let root = batch.root { try insert.bind(root, at: 3) } else { try insert.bindNull(at: 3) }
+            var first: Int32 = 4
             for index in chunk {
                 let entry = batch.entries[Int(index)]
                 let urlStart = base + entry.offset
@@ -169,8 +171,9 @@ extension JobQueue {
         return batch.outcome(of: index, heldBy: id, url: url, destination: destination)
     }
 
-    /// `INSERT … VALUES (…), (…), …` for `rows` rows: ?1 is max_attempts, ?2 the time, and row
-    /// r binds url, host_id, destination, destination_key and checksum at ?(3+5r) … ?(7+5r).
+    /// `INSERT … VALUES (…), (…), …` for `rows` rows: ?1 is max_attempts, ?2 the time, ?3 the
+    /// output folder (`root`), and row r binds url, host_id, destination, destination_key and
+    /// checksum at ?(4+5r) … ?(8+5r).
     ///
     /// `OR IGNORE`, not `ON CONFLICT (destination_key) DO NOTHING`: a multi-row statement that
     /// may abort keeps a statement journal, a copy of every page it touches first (with random
@@ -184,13 +187,13 @@ extension JobQueue {
     static func insertSQL(rows: Int) -> String {
         var sql = """
             INSERT OR IGNORE INTO jobs (url, host_id, destination, destination_key, max_attempts, checksum, created_at, updated_at,
-                                        claims) VALUES
+                                        claims, root) VALUES
             """
         for row in 0..<rows {
-            let p = 3 + row * 5
+            let p = 4 + row * 5
             sql += row == 0 ? "\n" : ",\n"
             // claims 0: never claimed (migration 0018).
-            sql += "(?\(p), ?\(p + 1), ?\(p + 2), ?\(p + 3), ?1, ?\(p + 4), ?2, ?2, 0)"
+            sql += "(?\(p), ?\(p + 1), ?\(p + 2), ?\(p + 3), ?1, ?\(p + 4), ?2, ?2, 0, ?3)"
         }
         return sql
     }

@@ -102,9 +102,14 @@ public struct TempFile: Sendable {
     /// A file's change time comes from the kernel's coarse clock, which runs up to one tick
     /// (often 4 ms) behind the clock `since` was read from: a link made just after the add can
     /// carry an earlier time, so links changed up to one tick before `since` count as new too.
-    public func checkNoNewLinks(since: Int) throws {
+    ///
+    /// With `root` (the output folder the job was added with, `Job.root`), a link below it is
+    /// followed only when it leads to a place inside it, however old the link: a folder moved
+    /// into place with its links, or another machine's disk, was never looked at when the job
+    /// was added. Links above it (the way to the output folder) are judged by age as before.
+    public func checkNoNewLinks(since: Int, root: String? = nil) throws {
         var clear: [String: UInt64] = [:]
-        try checkNoNewLinks(since: since, clear: &clear, now: 0)
+        try checkNoNewLinks(since: since, root: root, clear: &clear, now: 0)
     }
 
     /// How long a folder found with no link on its way is taken at that word
@@ -117,7 +122,7 @@ public struct TempFile: Sendable {
     /// found so is added with `now`. A batch of workload A's files then looks at their one folder
     /// once, not once a file (two system calls each), and no file is prepared on a look older
     /// than 10 ms (a preparation that reads a large file for its checksum cannot stretch it).
-    public func checkNoNewLinks(since: Int, clear: inout [String: UInt64], now: UInt64) throws {
+    public func checkNoNewLinks(since: Int, root: String? = nil, clear: inout [String: UInt64], now: UInt64) throws {
         // Most ways hold no link at all: one system call says so (and the component-by-component
         // look below, which allows links older than the job, is needed only when it does not).
         let folder = destination.parentFolder
@@ -127,6 +132,9 @@ public struct TempFile: Sendable {
             return
         }
         let since = since - Self.coarseClockTick
+        // The output folder as the walk below sees it (links followed); nil when it does not
+        // exist (then nothing below it does) or the job does not say.
+        let physicalRoot = root.flatMap(Self.realPath)
         var pending = folder.split(separator: "/").map(String.init)
         var current = ""  // the way resolved so far, links followed
         var followed = 0
@@ -143,7 +151,11 @@ public struct TempFile: Sendable {
             guard lstat(next, &info) == 0 else { return }  // the rest does not exist yet
             guard (info.st_mode & S_IFMT) == S_IFLNK else { current = next; continue }
             let changed = Int(info.st_ctim.tv_sec) * 1000 + Int(info.st_ctim.tv_nsec) / 1_000_000
-            if changed >= since {
+            if let physicalRoot, next.hasPrefix(physicalRoot + "/") {
+                guard let resolved = Self.realPath(next), resolved == physicalRoot || resolved.hasPrefix(physicalRoot + "/") else {
+                    throw TransferIOError("refused: \(next) is a symbolic link that leads outside the output folder \(root ?? ""), so \(destination) would lie outside it")
+                }
+            } else if changed >= since {
                 throw TransferIOError("refused: \(next) became a symbolic link after the job was added, so \(destination) could lie outside the output folder")
             }
             followed += 1
@@ -156,6 +168,13 @@ public struct TempFile: Sendable {
             if text.hasPrefix("/") { current = "" }
             pending = text.split(separator: "/").map(String.init) + pending
         }
+    }
+
+    /// `path` with every symbolic link resolved, or nil when it does not exist.
+    private static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 
     /// Opens the temp file for reading and writing, creating it and its folders (with the user's
