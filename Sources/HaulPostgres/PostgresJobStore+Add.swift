@@ -80,7 +80,7 @@ extension PostgresJobStore {
                 let row = try rows(Self.insertSQL, [
                     .texts([batch.url(index)]), .ints([hostIDs[Int(batch.entries[index].host)]]), .texts([destination]),
                     .ints([key]), .texts([batch.checksum(index)]), .int(maxAttempts), .int(now), .int(profileID),
-                    .text(ifExists == .skip ? nil : ifExists.rawValue), .text(batch.root)])
+                    .text(ifExists == .skip ? nil : ifExists.rawValue), .int(batch.rootLength)])
                 if let row = row.first {
                     outcomes[index] = .added(jobID: row.int(0))
                 } else if let holder = try rows(Self.holdersSQL, [.ints([key])]).first, holder.string(1) == batch.url(index) {
@@ -112,7 +112,7 @@ extension PostgresJobStore {
             RETURNING destination_key, job_id
         )
         INSERT INTO jobs (id, url, host_id, destination, destination_key, checksum, max_attempts, created_at, updated_at,
-                          profile_id, if_exists, claims, root)
+                          profile_id, if_exists, claims, root_length)
         SELECT taken.job_id, u, h, d, k, c, $6, $7, $7, $8, $9, 0, $10
         FROM taken JOIN r ON r.k = taken.destination_key
         ORDER BY taken.job_id
@@ -132,7 +132,7 @@ extension PostgresJobStore {
         let inserted = try rows(Self.insertSQL, [.texts(chunk.map { batch.url($0) }), .ints(chunk.map { hostIDs[Int(batch.entries[$0].host)] }),
                   .texts(chunk.map { batch.destination($0) }), .ints(chunk.map { batch.entries[$0].key }),
                   .texts(chunk.map { batch.checksum($0) }), .int(maxAttempts), .int(now), .int(profileID),
-                  .text(ifExists == .skip ? nil : ifExists.rawValue), .text(batch.root)])
+                  .text(ifExists == .skip ? nil : ifExists.rawValue), .int(batch.rootLength)])
         var ids: [Int: Int] = [:]
         for row in inserted { ids[row.int(1)] = row.int(0) }
         return ids

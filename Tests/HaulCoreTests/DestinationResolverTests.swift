@@ -112,6 +112,8 @@ final class DestinationResolverTests: XCTestCase {
         XCTAssertEqual(rejectionForOut("x\u{1B}]0;title\u{07}.bin"), .controlCharacter(0x1B), "no terminal escape in a name")
         XCTAssertEqual(rejectionForOut("a\tb"), .controlCharacter(0x09))
         XCTAssertEqual(rejectionForOut("x\u{7F}"), .controlCharacter(0x7F))
+        XCTAssertEqual(rejectionForOut("x\u{9B}31m"), .controlCharacter(0x9B), "a C1 control (CSI)")
+        XCTAssertEqual(try resolver.destination(forOutPath: "caf\u{E9} \u{A0}x"), "/srv/out/caf\u{E9} \u{A0}x", "not every C2 byte is a control")
         XCTAssertEqual(rejectionForOut("a/" + String(repeating: "n", count: 256)), .nameTooLong(256))
         XCTAssertEqual(try resolver.destination(forOutPath: String(repeating: "n", count: 255)), "/srv/out/" + String(repeating: "n", count: 255))
         let deep = Array(repeating: String(repeating: "d", count: 200), count: 21).joined(separator: "/")

@@ -259,6 +259,13 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         guard case .encoding? = resumed.failure else { return XCTFail("encoded 206: \(resumed.result)") }
         XCTAssertEqual(contents(partial.path), data.prefix(400), "nothing is appended")
 
+        // 202 to a resume: not ready yet; tried again later with the bytes kept.
+        server.route("/later", FaultServer.Response(status: 202, headers: ["Retry-After": "3"], body: "queued, try later"))
+        let kept = try tempFile("later", holding: data.prefix(400))
+        let later = try await download("/later", into: kept, validator: .etag(Self.etag), total: 1000)
+        XCTAssertEqual(later.failure, .http(status: 202, retryAfter: "3"))
+        XCTAssertEqual(contents(kept.path), data.prefix(400), "the bytes kept stay")
+
         server.route("/busy", FaultServer.Response(status: 503, headers: ["Retry-After": "7", "Content-Encoding": "gzip"],
                                                    body: Data(repeating: 0x1F, count: 40)))
         let busy = try await download("/busy", into: try tempFile("busy"))

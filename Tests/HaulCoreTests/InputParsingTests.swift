@@ -338,14 +338,17 @@ final class InputParsingTests: XCTestCase {
         let rejections = RejectionLog()
         let importer = URLListImporter(queue: queue, resolver: DestinationResolver(directory: directory.path)) { line, reason, _ in rejections.append(line, reason) }
         var summary = URLListImporter.Summary()
-        try importer.importLines(["https://e.org/a?x=1", "out=mine.bin", "sha256=\(sha)", "https://e.org/b", "size=3"], into: &summary)
+        try importer.importLines(["https://e.org/a?x=1", "out=mine.bin", "sha256=\(sha)", "https://e.org/b", "size=3",
+                                  "https://e.org/c", "SHA256=\(sha)", "https://e.org/d", "out=my file.bin",
+                                  "https://e.org/e # a mirror", "out=e.bin", "sha256=\(sha)"], into: &summary)
 
-        XCTAssertEqual(rejections.entries.map(\.line), [4])
-        XCTAssertEqual(rejections.entries.map(\.reason), [.unknownOption("size=3")])
+        // Fields the line's parser does not take refuse their URL, never drop out of it.
+        XCTAssertEqual(rejections.entries.map(\.line), [4, 6, 8])
+        XCTAssertEqual(rejections.entries.map(\.reason), [.unknownOption("size=3"), .unknownOption("SHA256=\(sha)"), .unknownOption("file.bin")])
         let jobs = try queue.list(JobFilter())
-        XCTAssertEqual(jobs.map(\.destination), [directory.file("mine.bin")])
-        XCTAssertEqual(jobs.first?.checksum, "sha256=\(sha)")
-        XCTAssertEqual(summary.added, 1)
+        XCTAssertEqual(jobs.map(\.destination), [directory.file("mine.bin"), directory.file("e.bin")])
+        XCTAssertEqual(jobs.map(\.checksum), ["sha256=\(sha)", "sha256=\(sha)"], "fields go before a trailing comment")
+        XCTAssertEqual(summary.added, 2)
     }
 
     /// A reader waits only when no whole line is buffered and the input has nothing more now: a

@@ -105,6 +105,43 @@ final class VerifiedFileTests: XCTestCase {
             .checkNoNewLinks(since: added, clear: &next, now: t0), "the next batch looks again")
     }
 
+    /// With the job's output folder known, a link below it is judged by where it leads, not by
+    /// its age: one to a place inside passes even when made after the add, one outside or to
+    /// nothing is refused even when older than the job; a link above the folder keeps the age
+    /// rule.
+    func testALinkBelowTheOutputFolderIsJudgedByWhereItLeads() throws {
+        let top = try makeTempDirectory()
+        let out = top.file("out")
+        try FileManager.default.createDirectory(atPath: out + "/real", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: top.file("elsewhere"), withIntermediateDirectories: true)
+        let before = Int(Date().timeIntervalSince1970 * 1000) - 60_000  // every link below is newer
+        let after = Int(Date().timeIntervalSince1970 * 1000) + 60_000  // every link below is older
+        try FileManager.default.createSymbolicLink(atPath: out + "/inside", withDestinationPath: out + "/real")
+        try FileManager.default.createSymbolicLink(atPath: out + "/outside", withDestinationPath: top.file("elsewhere"))
+        try FileManager.default.createSymbolicLink(atPath: out + "/nowhere", withDestinationPath: top.file("missing"))
+        func check(_ folder: String, since: Int, root: String?) throws {
+            try TempFile(destination: out + "/" + folder + "/f", jobID: 1, queue: 0).checkNoNewLinks(since: since, root: root)
+        }
+        XCTAssertNoThrow(try check("inside", since: before, root: out), "a new link that stays inside")
+        XCTAssertThrowsError(try check("inside", since: before, root: nil), "without the folder, a new link is refused")
+        XCTAssertThrowsError(try check("outside", since: after, root: out), "an old link that leads outside") { error in
+            XCTAssertTrue("\(error)".contains("leads outside the output folder"), "\(error)")
+        }
+        XCTAssertNoThrow(try check("outside", since: after, root: nil), "without the folder, only its age was looked at")
+        XCTAssertThrowsError(try check("nowhere", since: after, root: out)) { error in
+            XCTAssertTrue("\(error)".contains("leads nowhere"), "\(error)")
+        }
+        // The output folder reached through a link above it: judged by age, and the links below
+        // it still by where they lead.
+        try FileManager.default.createSymbolicLink(atPath: top.file("via"), withDestinationPath: out)
+        XCTAssertNoThrow(try TempFile(destination: top.file("via") + "/inside/f", jobID: 1, queue: 0)
+            .checkNoNewLinks(since: after, root: top.file("via")))
+        XCTAssertThrowsError(try TempFile(destination: top.file("via") + "/outside/f", jobID: 1, queue: 0)
+            .checkNoNewLinks(since: after, root: top.file("via")))
+        XCTAssertThrowsError(try TempFile(destination: top.file("via") + "/inside/f", jobID: 1, queue: 0)
+            .checkNoNewLinks(since: before, root: top.file("via")), "a link above the folder, made after the add")
+    }
+
     /// A way with no link passes (one openat2); a link made before the job was added passes;
     /// one made after it is refused, wherever it sits on the way.
     func testOnlyALinkMadeAfterTheAddIsRefusedOnTheWay() throws {

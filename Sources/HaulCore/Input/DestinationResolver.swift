@@ -25,7 +25,7 @@ public struct DestinationResolver: Sendable {
             case .pathTooLong(let bytes): return "destination path too long (\(bytes) bytes; the limit is 4095)"
             case .emptyOutPath: return "out= names no file"
             case .reservedName(let name): return "file name '\(name)' is reserved for haul's temp files"
-            case .controlCharacter(let byte): return "out= holds a control character (\\x\(String(format: "%02x", byte))); file names from a list may not"
+            case .controlCharacter(let byte): return "the path given (out= or dir=) holds a control character (\(byte < 0x80 ? "\\x" : "U+00")\(String(format: "%02X", byte))); file names from a list may not"
             }
         }
     }
@@ -127,6 +127,10 @@ public struct DestinationResolver: Sendable {
         // A control character in a name would reach terminals (`list`, `run`'s lines) raw, and
         // a NUL would end the name early on disk.
         if let control = bytes.first(where: { $0 < 0x20 || $0 == 0x7F }) { throw .controlCharacter(control) }
+        // C1 controls (U+0080-U+009F, UTF-8 C2 80-C2 9F): some terminals act on them too.
+        for index in bytes.indices.dropLast() where bytes[index] == 0xC2 && (0x80...0x9F).contains(bytes[index + 1]) {
+            throw .controlCharacter(bytes[index + 1])
+        }
         var components: [String] = []
         for component in bytes.split(separator: Self.slash, omittingEmptySubsequences: true) {
             if component.elementsEqual(Self.dot) { continue }

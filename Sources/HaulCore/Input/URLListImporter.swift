@@ -216,9 +216,18 @@ public struct URLListImporter {
             let number = index + 1
             // `haul add URL out=NAME sha256=HEX`, unquoted: fields given as arguments of their
             // own belong to the URL before them (none of them can be a URL).
-            while index + 1 < lines.count, Self.isField(lines[index + 1]), !Self.isField(line) {
-                index += 1
-                line += " " + lines[index]
+            if index + 1 < lines.count, Self.isField(lines[index + 1]), !Self.isField(line) {
+                // Before a trailing comment, which would swallow them.
+                var comment = ""
+                if let start = line.range(of: " #") ?? line.range(of: "\t#") {
+                    comment = String(line[start.lowerBound...])
+                    line = String(line[..<start.lowerBound])
+                }
+                while index + 1 < lines.count, Self.isField(lines[index + 1]) {
+                    index += 1
+                    line += " " + lines[index]
+                }
+                line += comment
             }
             let bytes = Array(line.utf8)
             if bytes.count > maximumLineLength {
@@ -237,13 +246,14 @@ public struct URLListImporter {
         try flush(batch, into: &summary)
     }
 
-    /// Whether an argument is a URL's field (`out=NAME`, `sha256=HEX`: a lower-case key and
-    /// `=`, no spaces), not a URL.
+    /// Whether an argument is a URL's field (`out=NAME`, `SHA256=HEX`: a key of letters, digits
+    /// and `-`, then `=`), not a URL. Joined to its URL, one the line's parser does not take (an
+    /// unknown key, a value with a space) refuses that URL rather than being dropped.
     static func isField(_ argument: String) -> Bool {
         guard let equals = argument.utf8.firstIndex(of: UInt8(ascii: "=")), equals > argument.utf8.startIndex else { return false }
-        return argument.utf8[..<equals].allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }
-            && !argument.utf8.contains(0x20) && !argument.utf8.contains(0x09)
+        return argument.utf8[..<equals].allSatisfy { (0x61...0x7A).contains($0 | 0x20) || (0x30...0x39).contains($0) || $0 == 0x2D }
     }
+
 
     /// Writes one batch and reports its rejections, in line order.
     private func flush(_ batch: ParsedBatch, into summary: inout Summary) throws {

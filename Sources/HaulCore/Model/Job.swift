@@ -43,6 +43,13 @@ public struct Job: Sendable, Equatable {
     /// added before queues kept it. No symbolic link below it may lead outside (`TempFile`).
     public let root: String?
 
+    /// The output folder, from the number of bytes of `destination` that name it (as stores
+    /// keep it); nil without one, or when it does not fit (a hand-edited row).
+    public static func root(of destination: String, length: Int?) -> String? {
+        guard let length, length > 0, length <= destination.utf8.count else { return nil }
+        return String(decoding: destination.utf8.prefix(length), as: UTF8.self)
+    }
+
     /// What a kept job's attempt records, and what `show` says of it.
     public static let keptNote = "kept the file already there"
 

@@ -29,8 +29,11 @@ public struct JobBatch: Sendable {
     public private(set) var entries: [Entry] = []
     /// The distinct host keys (`HTTPURL.hostKey`) of the batch, in order of first appearance.
     public private(set) var hosts: [String] = []
-    /// The output folder every job of the batch is added with (`Job.root`), or nil.
+    /// The output folder every job of the batch is added with (`Job.root`), or nil: every
+    /// destination starts with it (then "/").
     public var root: String?
+    /// What a store keeps of `root`: its length in bytes.
+    public var rootLength: Int? { root?.utf8.count }
     private var hostNumbers: [String: Int32] = [:]
 
     public init() {}

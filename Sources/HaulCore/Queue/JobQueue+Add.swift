@@ -89,7 +89,7 @@ extension JobQueue {
                 let key = Self.destinationKey(destination)
                 let insert = try database.statement(Self.singleInsertSQL)
                 defer { insert.reset() }
-                try insert.run([maxAttempts, now, batch.root, batch.url(index), hostIDs[Int(entry.host)], destination, key,
+                try insert.run([maxAttempts, now, batch.rootLength, batch.url(index), hostIDs[Int(entry.host)], destination, key,
                                 batch.checksum(index)])
                 if database.changes == 1 {
                     outcomes[index] = .added(jobID: database.lastInsertRowID)
@@ -133,7 +133,7 @@ extension JobQueue {
             // by the batch are bound once, as ?1, ?2 and ?3.
             try insert.bind(maxAttempts, at: 1)
             try insert.bind(now, at: 2)
-            if let root = batch.root { try insert.bind(root, at: 3) } else { try insert.bindNull(at: 3) }
+            if let length = batch.rootLength { try insert.bind(length, at: 3) } else { try insert.bindNull(at: 3) }
             var first: Int32 = 4
             for index in chunk {
                 let entry = batch.entries[Int(index)]
@@ -172,7 +172,7 @@ extension JobQueue {
     }
 
     /// `INSERT … VALUES (…), (…), …` for `rows` rows: ?1 is max_attempts, ?2 the time, ?3 the
-    /// output folder (`root`), and row r binds url, host_id, destination, destination_key and
+    /// output folder's length (`root_length`), and row r binds url, host_id, destination, destination_key and
     /// checksum at ?(4+5r) … ?(8+5r).
     ///
     /// `OR IGNORE`, not `ON CONFLICT (destination_key) DO NOTHING`: a multi-row statement that
@@ -187,7 +187,7 @@ extension JobQueue {
     static func insertSQL(rows: Int) -> String {
         var sql = """
             INSERT OR IGNORE INTO jobs (url, host_id, destination, destination_key, max_attempts, checksum, created_at, updated_at,
-                                        claims, root) VALUES
+                                        claims, root_length) VALUES
             """
         for row in 0..<rows {
             let p = 4 + row * 5

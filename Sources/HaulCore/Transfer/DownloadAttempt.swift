@@ -349,9 +349,11 @@ public final class DownloadAttempt: BodySink {
                 if let fresh, fresh != storedValidator {
                     return .mustRestart("the resource changed (validator \(fresh.headerValue), was \(storedValidator?.headerValue ?? "none"))")
                 }
-                // A 206 carries the validators a 200 would (RFC 9110, 15.3.7): one without the
-                // ETag or date kept does not show that it continues the version on disk (a server
-                // that ignores If-Range and drops them would splice two versions).
+                // A 206 must carry the ETag a 200 would (RFC 9110, 15.3.7): one without the ETag
+                // kept does not show that it continues the version on disk (a server that ignores
+                // If-Range and drops it would splice two versions). A date is not required there
+                // (a server answering If-Range may leave Last-Modified out), but without it the
+                // bytes could be another version's: such a server's resumes start over instead.
                 if let stored = storedValidator, !stored.isContinued(etag: head["etag"], lastModified: head["last-modified"]) {
                     if case .etag = stored {
                         return .mustRestart("server's partial answer (206) has no strong ETag to show it continues \(stored.headerValue)")
@@ -374,6 +376,9 @@ public final class DownloadAttempt: BodySink {
                     return .mustRestart("the resource changed (validator \(fresh.headerValue), was \(storedValidator?.headerValue ?? "none"))")
                 }
                 return .mustRestart("server says 416 (range not satisfiable) for \(resumeOffset) bytes kept; its length is \(range?.complete.map(String.init) ?? "unknown")")
+            case 202:
+                // Not ready yet: tried again later, the bytes kept.
+                return .http(status: head.status, retryAfter: head["retry-after"])
             case 200..<300:
                 return .mustRestart(head.status == 200
                     ? "server sent the whole file instead of the rest (it changed, or ignores Range)"

@@ -92,8 +92,9 @@ public struct TempFile: Sendable {
         return max(1, (Int(resolution.tv_sec) * 1_000_000_000 + Int(resolution.tv_nsec) + 999_999) / 1_000_000)
     }()
 
-    /// Refuses a destination whose way there now runs through a symbolic link made after
-    /// `since` (Unix ms). Links that existed when the job was added were checked then (see
+    /// Refuses a destination whose way there now runs through a symbolic link that could lead
+    /// outside the output folder. Without `root`: a link made after `since` (Unix ms). Links that
+    /// existed when the job was added were checked then (see
     /// `DestinationResolver`); one made later (a folder swapped for a link) could lead outside
     /// the output folder, so the download must not follow it. The way is resolved as the kernel
     /// resolves it: through each link's target, whose own links are checked too (an old link to a
@@ -104,9 +105,9 @@ public struct TempFile: Sendable {
     /// carry an earlier time, so links changed up to one tick before `since` count as new too.
     ///
     /// With `root` (the output folder the job was added with, `Job.root`), a link below it is
-    /// followed only when it leads to a place inside it, however old the link: a folder moved
-    /// into place with its links, or another machine's disk, was never looked at when the job
-    /// was added. Links above it (the way to the output folder) are judged by age as before.
+    /// followed only when it leads to a place inside it, however old or new the link: a folder
+    /// moved into place with its links, or another machine's disk, was never looked at when the
+    /// job was added. Links above it (the way to the output folder) are judged by age as above.
     public func checkNoNewLinks(since: Int, root: String? = nil) throws {
         var clear: [String: UInt64] = [:]
         try checkNoNewLinks(since: since, root: root, clear: &clear, now: 0)
@@ -132,9 +133,9 @@ public struct TempFile: Sendable {
             return
         }
         let since = since - Self.coarseClockTick
-        // The output folder as the walk below sees it (links followed); nil when it does not
-        // exist (then nothing below it does) or the job does not say.
-        let physicalRoot = root.flatMap(Self.realPath)
+        // The output folder as the walk below sees it (links followed), looked up at the first
+        // link met; nil when it does not exist (then nothing below it does) or the job does not say.
+        var physicalRoot: String?? = root == nil ? .some(nil) : nil
         var pending = folder.split(separator: "/").map(String.init)
         var current = ""  // the way resolved so far, links followed
         var followed = 0
@@ -151,8 +152,12 @@ public struct TempFile: Sendable {
             guard lstat(next, &info) == 0 else { return }  // the rest does not exist yet
             guard (info.st_mode & S_IFMT) == S_IFLNK else { current = next; continue }
             let changed = Int(info.st_ctim.tv_sec) * 1000 + Int(info.st_ctim.tv_nsec) / 1_000_000
-            if let physicalRoot, next.hasPrefix(physicalRoot + "/") {
-                guard let resolved = Self.realPath(next), resolved == physicalRoot || resolved.hasPrefix(physicalRoot + "/") else {
+            if physicalRoot == nil { physicalRoot = .some(root.flatMap(Self.realPath)) }
+            if let inside = physicalRoot.flatMap({ $0 }).map({ $0 == "/" ? "/" : $0 + "/" }), next.hasPrefix(inside) {
+                guard let resolved = Self.realPath(next) else {
+                    throw TransferIOError("refused: \(next), on the way to \(destination), is a symbolic link that leads nowhere (its target does not exist)")
+                }
+                guard resolved + "/" == inside || resolved.hasPrefix(inside) else {
                     throw TransferIOError("refused: \(next) is a symbolic link that leads outside the output folder \(root ?? ""), so \(destination) would lie outside it")
                 }
             } else if changed >= since {
