@@ -21,6 +21,21 @@ final class QueueAddTests: XCTestCase {
         try assertCountersConsistent(queue.database)
     }
 
+    /// Two URLs whose names are the longest a file may have and the same: the second takes the
+    /// suffix too, the name shortened to keep it within 255 bytes (it was cut off, and the URL
+    /// refused as the first one's).
+    func testANameAtTheLengthLimitStillTakesItsSuffix() throws {
+        let (queue, directory) = try makeQueue()
+        let long = String(repeating: "é", count: 124) + "-x.tar.gz"  // 257 bytes: made 255 on a character boundary
+        let outcomes = try add(["https://a.example/\(long)", "https://b.example/\(long)"], to: queue, in: directory.path)
+        guard case .added = outcomes[0], case .added(let second) = outcomes[1] else { return XCTFail("\(outcomes)") }
+        let name = try XCTUnwrap(try queue.job(id: second)?.destination).split(separator: "/").last.map(String.init) ?? ""
+        XCTAssertLessThanOrEqual(name.utf8.count, 255, name)
+        XCTAssertTrue(name.hasSuffix(".gz") && name.contains("-"), name)
+        // Again: found under its suffixed name.
+        XCTAssertEqual(try add(["https://b.example/\(long)"], to: queue, in: directory.path), [.alreadyQueued(jobID: second)])
+    }
+
     func testReaddingAFinishedJobDoesNotRequeueIt() throws {
         let (queue, directory) = try makeQueue()
         let id = try XCTUnwrap(try add(["https://example.org/a"], to: queue, in: directory.path).first?.jobID)

@@ -178,8 +178,12 @@ extension JobBatch {
         let folder = destination[..<slash]
         let name = destination[slash...]
         let dot = name.lastIndex(of: ".").flatMap { $0 > name.startIndex && name.distance(from: $0, to: name.endIndex) <= 11 ? $0 : nil }
-        let stem = name[..<(dot ?? name.endIndex)]
         let ext = name[(dot ?? name.endIndex)...]
-        return folder + DestinationResolver.truncated(String(stem) + tag + ext, toBytes: 255)
+        // The stem gives way, so the tag and the extension stay whole within 255 bytes (a name
+        // already at the limit would otherwise lose the tag, and with it the way out).
+        var stem = name[..<(dot ?? name.endIndex)]
+        let room = 255 - tag.utf8.count - ext.utf8.count
+        while stem.utf8.count > room { stem = stem.dropLast() }
+        return folder + stem + tag + ext
     }
 }
