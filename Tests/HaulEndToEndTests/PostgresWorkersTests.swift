@@ -204,19 +204,24 @@ final class PostgresWorkersTests: XCTestCase {
         XCTAssertFalse(try store.workers().contains { $0.name == "victim" })
     }
 
+    /// A harness whose queue is reached through a `TCPRelay` (which a test cuts and restores),
+    /// with the four servers of `servers(_:delay:)`; the caller stops the relay and the servers.
+    private func relayedQueue() throws -> (RunHarness, TCPRelay, FaultServer.ConcurrencyTracker, [FaultServer]) {
+        let url = try database()
+        let port = try PostgresCluster.shared().port
+        let relay = try TCPRelay(port: port)
+        let h = try RunHarness(self, database: url.replacingOccurrences(of: ":\(port)/", with: ":\(relay.port)/"))
+        let tracker = FaultServer.ConcurrencyTracker()
+        return (h, relay, tracker, try servers(tracker, delay: 0.1))
+    }
+
     /// A worker whose database goes away (every connection cut, new ones closed at once, through
     /// a relay) for longer than five tries waits for it: its transfers go on, it tries again at
     /// growing intervals, and once the database answers it records everything and ends with
     /// every job done, every file whole, the cap held.
     func testARunWaitsForItsDatabaseToComeBack() throws {
-        let url = try database()
-        let port = try PostgresCluster.shared().port
-        let relay = try TCPRelay(port: port)
-        defer { relay.stop() }
-        let h = try RunHarness(self, database: url.replacingOccurrences(of: ":\(port)/", with: ":\(relay.port)/"))
-        let tracker = FaultServer.ConcurrencyTracker()
-        let servers = try servers(tracker, delay: 0.1)
-        defer { for server in servers { server.stop() } }
+        let (h, relay, tracker, servers) = try relayedQueue()
+        defer { relay.stop(); for server in servers { server.stop() } }
         try h.add(lines(servers, files: 10))
         let run = try h.start(["run", "--per-host", "2", "-j", "8", "--json"])
         XCTAssertTrue(tracker.waitForInFlight(atLeast: 4, timeout: 20), "the worker never got going")
@@ -235,14 +240,8 @@ final class PostgresWorkersTests: XCTestCase {
     /// meanwhile wait for it (said, with their line numbers) instead of ending the import, and
     /// once it answers they are queued and fetched like the others.
     func testAnImportWaitsForItsDatabaseToComeBack() throws {
-        let url = try database()
-        let port = try PostgresCluster.shared().port
-        let relay = try TCPRelay(port: port)
-        defer { relay.stop() }
-        let h = try RunHarness(self, database: url.replacingOccurrences(of: ":\(port)/", with: ":\(relay.port)/"))
-        let tracker = FaultServer.ConcurrencyTracker()
-        let servers = try servers(tracker, delay: 0.1)
-        defer { for server in servers { server.stop() } }
+        let (h, relay, tracker, servers) = try relayedQueue()
+        defer { relay.stop(); for server in servers { server.stop() } }
         let all = lines(servers, files: 10)
         let input = Pipe()
         let run = try h.start(["get", "-i", "-", "-d", h.out, "--per-host", "2", "-j", "8", "--json"], stdin: input)

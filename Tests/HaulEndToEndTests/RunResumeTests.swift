@@ -179,6 +179,19 @@ final class RunResumeTests: XCTestCase {
         XCTAssertEqual(requests.dropFirst().first?.ifRangeHeader, "\"A\"", "the resume names the version it continues")
     }
 
+    /// A server that wrongly ignores If-Range: it answers `Range: bytes=N-` with `body`'s bytes
+    /// from N as a 206, and any other request with the whole body, each with `headers()`.
+    private static func ignoringIfRange(_ body: Data, headers: @escaping @Sendable () -> FaultServer.Headers) -> FaultServer.Handler {
+        { request in
+            guard let range = request.rangeHeader, range.hasPrefix("bytes="), range.hasSuffix("-"),
+                  let start = Int(range.dropFirst("bytes=".count).dropLast()), start < body.count
+            else { return FaultServer.Response.ok(body, headers: headers()) }
+            var fields = headers()
+            fields.add("Content-Range", "bytes \(start)-\(body.count - 1)/\(body.count)")
+            return FaultServer.Response(status: 206, headers: fields, body: body.subdata(in: start..<body.count))
+        }
+    }
+
     /// Like above, but the server wrongly ignores If-Range and sends the rest of B as a 206: its
     /// ETag gives the change away, and the file must still be B exactly.
     func testChangedResourceBehindBrokenIfRangeIsNeverSpliced() throws {
@@ -189,15 +202,7 @@ final class RunResumeTests: XCTestCase {
         let versionB = runTestData(100_000, seed: 27)
         server.route("/doc.bin", sequence: [
             { request in FaultServer.fileResponse(versionA, request: request, etag: "\"A\"").truncated(afterBytes: 50_000) },
-            { request in
-                // Ignores If-Range: answers `Range: bytes=N-` with B's bytes from N.
-                guard let range = request.rangeHeader, range.hasPrefix("bytes="), range.hasSuffix("-"),
-                      let start = Int(range.dropFirst("bytes=".count).dropLast()), start < versionB.count
-                else { return FaultServer.Response.ok(versionB, headers: ["ETag": "\"B\""]) }
-                return FaultServer.Response(status: 206, headers: [
-                    "ETag": "\"B\"", "Content-Range": "bytes \(start)-\(versionB.count - 1)/\(versionB.count)",
-                ], body: versionB.subdata(in: start..<versionB.count))
-            },
+            Self.ignoringIfRange(versionB) { ["ETag": "\"B\""] },
         ])
         try h.add([server.url("/doc.bin").absoluteString])
 
@@ -222,15 +227,7 @@ final class RunResumeTests: XCTestCase {
         let now: @Sendable () -> String = { HTTPDate.format(Date()) }
         server.route("/doc.bin", sequence: [
             { _ in FaultServer.Response.ok(versionA, headers: ["Last-Modified": modifiedA, "Date": now()]).truncated(afterBytes: 50_000) },
-            { request in
-                // Ignores If-Range: answers `Range: bytes=N-` with B's bytes from N, and no date.
-                guard let range = request.rangeHeader, range.hasPrefix("bytes="), range.hasSuffix("-"),
-                      let start = Int(range.dropFirst("bytes=".count).dropLast()), start < versionB.count
-                else { return FaultServer.Response.ok(versionB, headers: ["Date": now()]) }
-                return FaultServer.Response(status: 206, headers: [
-                    "Date": now(), "Content-Range": "bytes \(start)-\(versionB.count - 1)/\(versionB.count)",
-                ], body: versionB.subdata(in: start..<versionB.count))
-            },
+            Self.ignoringIfRange(versionB) { ["Date": now()] },  // no Last-Modified
         ])
         try h.add([server.url("/doc.bin").absoluteString])
 

@@ -372,7 +372,7 @@ struct EngineCore {
             }
             inFlight = nil
             failedInARow += 1
-            var wait = 1000 << min(failedInARow - 1, 3)
+            var wait = StoreOutage.retryDelay(afterFailures: failedInARow)
             if letGoAt != .max {
                 // One more try a second before letting go, should the queue be back by then.
                 wait = max(250, min(wait, letGoAt - 1000 - now))

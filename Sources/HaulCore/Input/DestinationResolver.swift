@@ -53,7 +53,7 @@ public struct DestinationResolver: Sendable {
         let absolute = directory.hasPrefix("/") ? directory
             : FileManager.default.currentDirectoryPath + "/" + directory
         self.directory = Self.standardise(absolute)
-        self.physicalDirectory = Self.realPath(self.directory) ?? self.directory
+        self.physicalDirectory = self.directory.realPath ?? self.directory
         self.layout = layout
     }
 
@@ -158,7 +158,7 @@ public struct DestinationResolver: Sendable {
             var info = stat()
             guard lstat(current, &info) == 0 else { break }  // the rest does not exist yet
             if (info.st_mode & S_IFMT) == S_IFLNK {
-                guard let resolved = Self.realPath(current),
+                guard let resolved = current.realPath,
                       resolved == physicalDirectory || resolved.hasPrefix(physicalDirectory + "/")
                 else { throw .escapesDirectory }
             }
@@ -246,10 +246,4 @@ public struct DestinationResolver: Sendable {
     private static let slash = UInt8(ascii: "/")
     private static let dot = [UInt8(ascii: ".")]
     private static let dotDot = [UInt8(ascii: "."), UInt8(ascii: ".")]
-
-    static func realPath(_ path: String) -> String? {
-        guard let resolved = realpath(path, nil) else { return nil }
-        defer { free(resolved) }
-        return String(cString: resolved)
-    }
 }

@@ -113,7 +113,7 @@ public struct InputLine: Sendable, Equatable {
         guard let first = bytes.first, isSeparator(first) else { return nil }
         let text = bytes.drop(while: isSeparator)
         guard let equals = text.firstIndex(of: UInt8(ascii: "=")), equals > text.startIndex,
-              text[text.startIndex..<equals].allSatisfy({ (0x61...0x7A).contains($0 | 0x20) || (0x30...0x39).contains($0) || $0 == 0x2D })
+              isOptionKey(text[text.startIndex..<equals])
         else { return nil }
         let key = String(decoding: text[text.startIndex..<equals], as: UTF8.self)
         let rawValue = text[(equals + 1)...]
@@ -128,6 +128,12 @@ public struct InputLine: Sendable, Equatable {
             end = value.index(before: end)
         }
         return Aria2Option(line: line, key: key, value: String(value[..<end]))
+    }
+
+    /// Whether `bytes` can be an option's key (before its `=`): letters of either case, digits
+    /// and `-`.
+    static func isOptionKey(_ bytes: some Sequence<UInt8>) -> Bool {
+        bytes.allSatisfy { (0x61...0x7A).contains($0 | 0x20) || (0x30...0x39).contains($0) || $0 == 0x2D }
     }
 
     /// Parses one line, with the aria2 option lines that followed it. Returns nil for blank lines

@@ -251,9 +251,8 @@ public struct URLListImporter {
     /// unknown key, a value with a space) refuses that URL rather than being dropped.
     static func isField(_ argument: String) -> Bool {
         guard let equals = argument.utf8.firstIndex(of: UInt8(ascii: "=")), equals > argument.utf8.startIndex else { return false }
-        return argument.utf8[..<equals].allSatisfy { (0x61...0x7A).contains($0 | 0x20) || (0x30...0x39).contains($0) || $0 == 0x2D }
+        return InputLine.isOptionKey(argument.utf8[..<equals])
     }
-
 
     /// Writes one batch and reports its rejections, in line order.
     private func flush(_ batch: ParsedBatch, into summary: inout Summary) throws {
@@ -300,7 +299,7 @@ public struct URLListImporter {
             } catch let error as any StoreError where error.isUnavailable && streaming != nil {
                 guard let streaming, !streaming.stopped() else { throw error }
                 failures += 1
-                let wait = 1000 << min(failures - 1, 3)
+                let wait = StoreOutage.retryDelay(afterFailures: failures)
                 let waited = Int((DispatchTime.now().uptimeNanoseconds - start) / 1_000_000)
                 guard waited + wait <= streaming.outageLimit else { throw error }
                 streaming.waiting(error, (batch.numbers.first ?? 0)...(batch.numbers.last ?? 0), wait)

@@ -23,4 +23,10 @@ extension StoreError {
 public enum StoreOutage {
     /// In ms: 10 minutes.
     public static let limit = 600_000
+
+    /// How long (ms) to wait before trying again after `failures` failed tries in a row: 1, 2, 4,
+    /// then every 8 s.
+    public static func retryDelay(afterFailures failures: Int) -> Int {
+        1000 << min(max(failures, 1) - 1, 3)
+    }
 }

@@ -329,7 +329,10 @@ public final class DownloadAttempt: BodySink {
            !encoding.isEmpty, encoding != "identity" {
             return .encoding("server sent Content-Encoding: \(encoding) although haul asked for identity; haul keeps only the bytes as sent unencoded")
         }
-        if (200..<300).contains(head.status), head.hasUnusableContentLength {
+        // A Content-Length that is there but cannot be read, or differing values: where the
+        // body ends is unknown (RFC 9112 §6.3 makes it an unrecoverable error).
+        let length = head.contentLength
+        if (200..<300).contains(head.status), length == nil, head["content-length"] != nil {
             return .length("server sent an unusable Content-Length (\(head["content-length"] ?? "")): where the body ends cannot be known")
         }
         let fresh = Validator.strong(etag: head["etag"], lastModified: head["last-modified"], date: head["date"])
@@ -399,7 +402,7 @@ public final class DownloadAttempt: BodySink {
         guard head.status == 200 || head.status == 203 else {
             return .http(status: head.status, retryAfter: head["retry-after"])
         }
-        state.expectedTotal = head.contentLength
+        state.expectedTotal = length
         state.validator = fresh
         state.mode = .writing
         return nil

@@ -152,9 +152,9 @@ public struct TempFile: Sendable {
             guard lstat(next, &info) == 0 else { return }  // the rest does not exist yet
             guard (info.st_mode & S_IFMT) == S_IFLNK else { current = next; continue }
             let changed = Int(info.st_ctim.tv_sec) * 1000 + Int(info.st_ctim.tv_nsec) / 1_000_000
-            if physicalRoot == nil { physicalRoot = .some(root.flatMap(Self.realPath)) }
+            if physicalRoot == nil { physicalRoot = .some(root.flatMap(\.realPath)) }
             if let inside = physicalRoot.flatMap({ $0 }).map({ $0 == "/" ? "/" : $0 + "/" }), next.hasPrefix(inside) {
-                guard let resolved = Self.realPath(next) else {
+                guard let resolved = next.realPath else {
                     throw TransferIOError("refused: \(next), on the way to \(destination), is a symbolic link that leads nowhere (its target does not exist)")
                 }
                 guard resolved + "/" == inside || resolved.hasPrefix(inside) else {
@@ -173,13 +173,6 @@ public struct TempFile: Sendable {
             if text.hasPrefix("/") { current = "" }
             pending = text.split(separator: "/").map(String.init) + pending
         }
-    }
-
-    /// `path` with every symbolic link resolved, or nil when it does not exist.
-    private static func realPath(_ path: String) -> String? {
-        guard let resolved = realpath(path, nil) else { return nil }
-        defer { free(resolved) }
-        return String(cString: resolved)
     }
 
     /// Opens the temp file for reading and writing, creating it and its folders (with the user's

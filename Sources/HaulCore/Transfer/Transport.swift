@@ -112,20 +112,13 @@ public struct ResponseHead: Sendable, Equatable {
     }
 
     /// Content-Length as a number, when present and well-formed. Several fields (or a list)
-    /// with one same value count as that value (RFC 9110 §8.6); differing values give nil, and
-    /// `hasUnusableContentLength` says so.
+    /// with one same value count as that value (RFC 9110 §8.6); differing values give nil.
     public var contentLength: Int64? {
         guard let text = self["content-length"] else { return nil }
         guard text.utf8.contains(UInt8(ascii: ",")) else { return Self.length(text) }
         let values = text.split(separator: ",", omittingEmptySubsequences: false).map { Self.length(Substring($0)) }
         guard let first = values.first, let value = first, values.allSatisfy({ $0 == value }) else { return nil }
         return value
-    }
-
-    /// A Content-Length that is there but cannot be read, or differing values: the body's end
-    /// is unknown (RFC 9112 §6.3 makes it an unrecoverable error), so it must not be kept.
-    public var hasUnusableContentLength: Bool {
-        self["content-length"] != nil && contentLength == nil
     }
 
     private static func length(_ text: some StringProtocol) -> Int64? {

@@ -34,9 +34,9 @@ public enum Validator: Equatable, Sendable {
 
     /// Whether a partial answer (206) with these `ETag` and `Last-Modified` values shows that it
     /// continues the representation this validator names: the same strong entity-tag, or (for a
-    /// date) a `Last-Modified` naming the same instant. A 206 carries the validators a 200 would
-    /// (RFC 9110 §15.3.7); one without them may come from a server that ignores `If-Range`, and
-    /// its bytes may belong to another version.
+    /// date) a `Last-Modified` naming the same instant. A 206 must carry the ETag a 200 would
+    /// (RFC 9110 §15.3.7), and may leave the date out; one without the validator kept may come
+    /// from a server that ignores `If-Range`, and its bytes may belong to another version.
     public func isContinued(etag: String?, lastModified: String?) -> Bool {
         switch self {
         case .etag(let tag):

@@ -101,7 +101,7 @@ enum AddCommand: Command {
         }
 
         fileprivate func rejected(_ line: Int, _ reason: InputLine.Rejection, _ text: String?) {
-            var message = "haul: \(source == "argument" ? "argument \(line)" : "\(source):\(line)"): \(reason)"
+            var message = "haul: \(place(of: line...line)): \(reason)"
             if let text, !text.isEmpty, !reason.description.contains(HTTPURL.redact(text)) {
                 message += " — \(AddCommand.printable(HTTPURL.redact(text)))"
             }
