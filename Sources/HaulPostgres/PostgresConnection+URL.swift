@@ -43,12 +43,19 @@ extension PostgresConnection {
         var query: [Substring]
 
         init?(_ url: String) {
-            guard let scheme = ["postgresql://", "postgres://"].first(where: { url.hasPrefix($0) }) else { return nil }
-            self.scheme = scheme
+            guard let scheme = ["postgresql://", "postgres://"].first(where: { url.lowercased().hasPrefix($0) }) else { return nil }
+            self.scheme = String(url.prefix(scheme.count))
             let rest = url.dropFirst(scheme.count)
             // The authority ends at the first "/"; with no path, at the first "?" after any "@".
+            // An "@" after a "/" (before the query) ends it too: libpq would not take what comes
+            // before as a password (`postgres://u:pa/ss@host/db`), but it is one mistyped, and
+            // never shown.
             let firstAt = rest.firstIndex(of: "@")
-            let authorityEnd = rest.firstIndex(of: "/")
+            let beforeQuery = rest[..<(rest.firstIndex(of: "?") ?? rest.endIndex)]
+            let authorityEnd = beforeQuery.lastIndex(of: "@").flatMap { at in
+                    rest[..<at].contains("/") ? rest[at...].firstIndex(of: "/") ?? beforeQuery.endIndex : nil
+                }
+                ?? rest.firstIndex(of: "/")
                 ?? rest[(firstAt ?? rest.startIndex)...].firstIndex(of: "?")
                 ?? rest.endIndex
             let authority = rest[..<authorityEnd]

@@ -92,7 +92,8 @@ enum ArgumentSecrets {
     /// `Authorization: Basic …` → `Authorization: *****…`; other headers stay.
     private static func maskCredentialHeader(_ value: UnsafeMutablePointer<CChar>) {
         let text = String(cString: value)
-        guard let colon = text.firstIndex(of: ":") else { return }
+        // No colon (`Authorization Bearer …`, refused later): the value starts after the name.
+        guard let colon = text.firstIndex(of: ":") ?? text.firstIndex(where: \.isWhitespace) else { return }
         let name = text[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
         guard ["authorization", "proxy-authorization", "cookie"].contains(name) else { return }
         let start = text.utf8.distance(from: text.startIndex, to: colon) + 1

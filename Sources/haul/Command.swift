@@ -9,15 +9,20 @@ protocol Command {
 
 extension Command {
     /// The database path from --db, else $HAUL_DB, else ./haul.db.
+    /// A server URL's scheme is lower-cased (libpq knows `postgres://` in lower case only).
     static func databasePath(_ arguments: ParsedArguments) -> String {
-        if let path = arguments.value("--db") { return path }
-        if let path = ProcessInfo.processInfo.environment["HAUL_DB"], !path.isEmpty { return path }
+        if let path = arguments.value("--db") { return StoreOpener.normalized(path) }
+        if let path = ProcessInfo.processInfo.environment["HAUL_DB"], !path.isEmpty { return StoreOpener.normalized(path) }
         return "haul.db"
     }
 
     /// Opens the queue; commands that only read or change existing jobs never create it.
     static func openQueue(_ arguments: ParsedArguments, create: Bool = false) throws -> any JobStore {
-        try StoreOpener.open(databasePath(arguments), create: create, busyTimeout: try busyTimeout())
+        let location = databasePath(arguments)
+        if let problem = StoreOpener.refusal(location) {
+            throw UsageError(message: "\(arguments.value("--db") != nil ? "--db" : "HAUL_DB") \(problem)", spec: spec)
+        }
+        return try StoreOpener.open(location, create: create, busyTimeout: try busyTimeout())
     }
 
     /// How long to wait for another process's lock on the database, in seconds: $HAUL_BUSY_TIMEOUT

@@ -153,11 +153,12 @@ enum CommandLineParser {
         return parts
     }
 
-    /// A positive whole number option, or a usage error naming it.
-    static func positiveInt(_ parsed: ParsedArguments, _ name: String, spec: CommandSpec) throws -> Int? {
+    /// A whole number option from 1 to `maximum`, or a usage error naming it (a number past what
+    /// haul can count with would trap, not fail).
+    static func positiveInt(_ parsed: ParsedArguments, _ name: String, maximum: Int, spec: CommandSpec) throws -> Int? {
         guard let text = parsed.value(name) else { return nil }
-        guard let value = Int(text), value > 0 else {
-            throw UsageError(message: "'\(name)' needs a whole number greater than 0, not '\(text)'", spec: spec)
+        guard let value = Int(text), value > 0, value <= maximum else {
+            throw UsageError(message: "'\(name)' needs a whole number from 1 to \(maximum), not '\(text)'", spec: spec)
         }
         return value
     }

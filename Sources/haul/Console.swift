@@ -66,7 +66,7 @@ enum Console {
 
     /// Color only on a terminal, and never when NO_COLOR is set (https://no-color.org).
     static var useColor: Bool {
-        stdoutIsTerminal && (ProcessInfo.processInfo.environment["NO_COLOR"] ?? "").isEmpty
+        stdoutIsTerminal && !Terminal.isDumb && (ProcessInfo.processInfo.environment["NO_COLOR"] ?? "").isEmpty
     }
 
     static func bold(_ text: String) -> String { useColor ? "\u{1B}[1m\(text)\u{1B}[0m" : text }

@@ -34,7 +34,9 @@ enum RequestOptions {
         var seen: Set<String> = []
         for raw in arguments.values["--header"] ?? [] {
             guard let colon = raw.firstIndex(of: ":") else {
-                throw UsageError(message: "'-H' takes 'NAME: VALUE', and \(quoted(raw)) has no colon", spec: spec)
+                // Its first word only: the rest may be the value, a secret (`Authorization Bearer …`).
+                let name = raw.split(whereSeparator: \.isWhitespace).first.map(String.init) ?? ""
+                throw UsageError(message: "'-H' takes 'NAME: VALUE', and the header \(quoted(name + (name == raw ? "" : " …"))) has no colon", spec: spec)
             }
             let name = raw[..<colon].trimmingCharacters(in: .whitespaces)
             let value = raw[raw.index(after: colon)...].trimmingCharacters(in: .whitespaces)
@@ -109,7 +111,10 @@ enum RequestOptions {
     static func connection(_ arguments: ParsedArguments, spec: CommandSpec) throws -> ConnectionOptions {
         var options = ConnectionOptions()
         if let proxy = arguments.value("--proxy") {
-            guard let url = URL(string: proxy), let scheme = url.scheme?.lowercased(), url.host != nil else {
+            // A space or a control character is no part of a URL (Foundation lets a space in the
+            // user-info pass; libcurl then refuses it, quoting the password).
+            guard !proxy.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 || $0.value == 0x7F }),
+                  let url = URL(string: proxy), let scheme = url.scheme?.lowercased(), url.host != nil else {
                 throw UsageError(message: "'--proxy' takes a URL such as http://proxy.example:3128, not \(quoted(redactedProxy(proxy)))", spec: spec)
             }
             guard ConnectionOptions.proxySchemes.contains(scheme) else {

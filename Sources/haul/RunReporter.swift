@@ -20,7 +20,14 @@ final class RunReporter: Sendable {
     }
     private let state = Mutex(State())
 
-    init(mode: Mode) { self.mode = mode }
+    /// In terminal mode, whether each job's plain line goes to stdout too: stdout is a file or a
+    /// pipe (`haul run > log.txt` while the live display is on the terminal).
+    let linesToStdout: Bool
+
+    init(mode: Mode, linesToStdout: Bool = false) {
+        self.mode = mode
+        self.linesToStdout = linesToStdout && mode == .terminal
+    }
 
     /// Called once, on another thread, when stdout's or stderr's reader goes away (`haul run
     /// --json | head -1`): the run should stop cleanly, handing its jobs back.
@@ -36,7 +43,9 @@ final class RunReporter: Sendable {
         case .quiet: return
         case .json: emitJSON(event)
         case .plain: if let line = Self.line(for: event, verbose: true) { write(line + "\n", to: STDOUT_FILENO) }
-        case .terminal: if let line = Self.line(for: event, verbose: false) { aboveStatusLine(line) }
+        case .terminal:
+            if let line = Self.line(for: event, verbose: false) { aboveStatusLine(line) }
+            if linesToStdout, let line = Self.line(for: event, verbose: true) { write(line + "\n", to: STDOUT_FILENO) }
         }
     }
 

@@ -9,6 +9,20 @@ enum StoreOpener {
         return lower.hasPrefix("postgres://") || lower.hasPrefix("postgresql://")
     }
 
+    /// `location` with a server URL's scheme in lower case (`POSTGRES://…` is a PostgreSQL URL to
+    /// haul, and libpq would take it as a database name, password included); a path as given.
+    static func normalized(_ location: String) -> String {
+        guard isServerURL(location), let colon = location.firstIndex(of: ":") else { return location }
+        return location[..<colon].lowercased() + location[colon...]
+    }
+
+    /// Why `location` names no queue haul can keep, or nil: the jobs must outlive the process.
+    static func refusal(_ location: String) -> String? {
+        if location.isEmpty { return "is empty: name a file (or a postgres:// URL)" }
+        if location == ":memory:" { return "':memory:' would keep the queue in memory, lost when haul exits: name a file" }
+        return nil
+    }
+
     /// The location as messages may show it: a server URL without its password.
     static func displayLocation(_ location: String) -> String {
         isServerURL(location) ? PostgresConnection.redacted(location) : location

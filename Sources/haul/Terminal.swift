@@ -63,6 +63,10 @@ enum Terminal {
         return result + "…" + (styled ? "\u{1B}[0m" : "")
     }
 
+    /// `TERM=dumb` (an editor's shell, a plain console): no cursor movement, no colour; a run
+    /// prints plain lines there.
+    static var isDumb: Bool { ProcessInfo.processInfo.environment["TERM"] == "dumb" }
+
     /// `text` with control characters (newlines, escapes, tabs) shown as "?".
     static func printable(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: isControl) else { return text }

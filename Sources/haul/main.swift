@@ -34,6 +34,13 @@ signal(SIGPIPE, SIG_IGN)
 // Past a file-size limit (ulimit -f), a write should fail with EFBIG and be reported like any
 // other write error, not kill haul.
 signal(SIGXFSZ, SIG_IGN)
+// Swift turns bytes that are not UTF-8 into U+FFFD: a path given so would name another file
+// (a new folder, a new queue) without a word. Such an argument is refused instead.
+for index in 1..<Int(CommandLine.argc) {
+    guard let raw = CommandLine.unsafeArgv[index], String(validatingCString: raw) == nil else { continue }
+    // Its text is not shown: it may be a password (`-u user:pässwort` typed in Latin-1).
+    exitWithUsage("argument \(index) is not UTF-8 text: haul takes paths, URLs and names as UTF-8; rename the file or folder", spec: nil)
+}
 var arguments = Array(CommandLine.arguments.dropFirst())
 ArgumentSecrets.hide()  // after Swift's copy of the arguments, which haul parses
 guard let first = arguments.first else { exitWithUsage("no command given", spec: nil) }
@@ -41,7 +48,11 @@ switch first {
 case "-h", "--help", "help":
     if first == "help", arguments.count == 2, arguments[1] == "--man" {
         Console.out(ManPage.text(topHelp: topHelp))
-    } else if first == "help", arguments.count > 1, let command = commands.first(where: { $0.spec.name == arguments[1] }) {
+    } else if first == "help", arguments.count > 1 {
+        guard let command = commands.first(where: { $0.spec.name == arguments[1] }) else {
+            exitWithUsage("unknown command '\(arguments[1])'", spec: nil)
+        }
+        guard arguments.count == 2 else { exitWithUsage("unexpected argument '\(arguments[2])' after 'help \(arguments[1])'", spec: nil) }
         Console.out(command.spec.help)
     } else {
         Console.out(topHelp)

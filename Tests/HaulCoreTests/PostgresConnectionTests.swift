@@ -14,6 +14,11 @@ struct PostgresURLTests {
         // A raw "@" in the password: everything up to the last "@" before the path goes.
         #expect(PostgresConnection.redacted("postgres://u:p@ss@host/db") == "postgres://u@host/db")
         #expect(PostgresConnection.redacted("postgres://u:p@host?sslmode=disable") == "postgres://u@host?sslmode=disable")
+        // Any case of the scheme (haul takes it as PostgreSQL's), and a "/" in the password.
+        #expect(PostgresConnection.redacted("POSTGRES://haul:topsecret@127.0.0.1:5432/haul") == "POSTGRES://haul@127.0.0.1:5432/haul")
+        #expect(PostgresConnection.redacted("Postgresql://u:p@host/db") == "Postgresql://u@host/db")
+        #expect(PostgresConnection.redacted("postgres://haul:top/secret@host/db") == "postgres://haul@host/db")
+        #expect(PostgresConnection.redacted("postgres://haul:top/sec@ret@host/db?sslmode=require") == "postgres://haul@host/db?sslmode=require")
     }
 
     @Test func redactsAPasswordParameter() {

@@ -12,6 +12,17 @@ struct RedactionTests {
         #expect(redacted == "redirect from https://***@a.example/x to ftp://***@b.example/y refused")
     }
 
+    /// A line refused as no URL hides everything up to its last "@", past a "/", "#" or space in
+    /// the password, and after a scheme with one slash.
+    @Test func aRejectedLineHidesEverythingBeforeItsLastAt() {
+        #expect(HTTPURL.redactRejected("https://user:pa/ss@127.0.0.1:1/a") == "https://***@127.0.0.1:1/a")
+        #expect(HTTPURL.redactRejected("https://user:pa#ss@127.0.0.1:1/b") == "https://***@127.0.0.1:1/b")
+        #expect(HTTPURL.redactRejected("http:/user:secret1@127.0.0.1:1/d") == "http:***@127.0.0.1:1/d")
+        #expect(HTTPURL.redactRejected("http://user:pass word@127.0.0.1:1/x") == "http://***@127.0.0.1:1/x")
+        #expect(HTTPURL.redactRejected("user:pw@host/x") == "user:***@host/x")
+        #expect(HTTPURL.redactRejected("not a url") == "not a url")
+    }
+
     @Test func leavesTextWithoutCredentialsAlone() {
         let text = "HTTP 404 for http://a.example/p?q=a@b and mailto:x@y"
         #expect(HTTPURL.redact(text) == text)

@@ -89,16 +89,30 @@ final class CLITests: XCTestCase {
             (["retry"], "--failed"),
             (["status", "--db"], "missing value"),
             // Whether or not a queue exists: no haul.db here.
-            (["run", "-j", "0"], "'--jobs' needs a whole number greater than 0"),
+            (["run", "-j", "0"], "'--jobs' needs a whole number from 1 to 100000"),
             (["run", "--stall", "x"], "'--stall' needs a number of seconds"),
             (["status", "--watch", "0.01"], "'--watch' needs a number of seconds"),
-            (["get", "-j", "0", "https://e.org/x"], "'--jobs' needs a whole number greater than 0"),
+            (["get", "-j", "0", "https://e.org/x"], "'--jobs' needs a whole number from 1 to 100000"),
             // Short options together, as getopt reads them.
-            (["run", "-j0"], "'--jobs' needs a whole number greater than 0"),
-            (["get", "-qj0", "https://e.org/x"], "'--jobs' needs a whole number greater than 0"),
+            (["run", "-j0"], "'--jobs' needs a whole number from 1 to 100000"),
+            (["get", "-qj0", "https://e.org/x"], "'--jobs' needs a whole number from 1 to 100000"),
             (["get", "-kZ", "https://e.org/x"], "unknown option '-Z' in '-kZ'"),
             (["list", "-Z"], "unknown option '-Z'"),
             (["status", "-qw"], "unknown option '-q' in '-qw'"),
+            (["help", "nosuch"], "unknown command 'nosuch'"),
+            // A header without its colon is named by its first word, not echoed with its value.
+            (["add", "-H", "Authorization Bearer SECRET-Y", "https://e.org/x"], "the header 'Authorization …' has no colon"),
+            // Numbers past what haul counts with are refused, not a crash (SIGILL).
+            (["run", "-j", "9223372036854775807"], "'--jobs' needs a whole number from 1 to 100000"),
+            (["run", "--per-host", "9223372036854775807"], "'--per-host'"),
+            (["run", "--max-attempts", "9223372036854775807"], "'--max-attempts'"),
+            (["run", "--stall", "1e300"], "at most a year"),
+            (["status", "--watch", "1e300"], "from 0.1 to 86400"),
+            // Known before the queue is made: no haul.db is left behind.
+            (["add", "--layout", "HOST", "https://e.org/x"], "'--layout' is flat, host or path"),
+            (["add", "--if-exists", "never", "https://e.org/x"], "'--if-exists' is skip"),
+            (["get", "--layout", "bad", "https://e.org/x"], "'--layout' is flat, host or path"),
+            (["add", "-d", "a\nb\u{1B}[31mred", "https://e.org/x"], "'--dir' holds a control character (\\x0A)"),
         ]
         for (arguments, message) in cases {
             let result = try haul(arguments, in: directory.path)
@@ -168,6 +182,44 @@ final class CLITests: XCTestCase {
             }
         }
         XCTAssertEqual(directory.contents(), ["newer.db", "notes.txt"])
+    }
+
+    /// An argument whose bytes are not UTF-8 (a path in Latin-1) is refused: Swift would read it
+    /// with U+FFFD in place of the bytes, and haul would make and fill another folder or queue.
+    func testAnArgumentThatIsNotUTF8IsRefused() throws {
+        let directory = try makeTempDirectory()
+        let binary = try haulExecutable().path
+        for command in [#"exec "$0" add -d "$(printf 'out\377')" https://e.org/x"#, #"exec "$0" status --db "$(printf 'q\376.db')""#] {
+            let result = try HaulProcess.run(URL(fileURLWithPath: "/bin/sh"), ["-c", command, binary], environment: HaulProcess.environment([:]),
+                                             currentDirectory: directory.path, input: .none, timeout: 30)
+            XCTAssertEqual(result.status, 64, "\(command): \(result.stderrText)")
+            XCTAssertTrue(result.stderrText.contains("is not UTF-8 text"), result.stderrText)
+        }
+        XCTAssertEqual(directory.contents(), [], "nothing made under another name")
+    }
+
+    /// `--db` names a file whatever it looks like to SQLite (`file:…` is a URI to Debian's SQLite,
+    /// which kept the jobs in another file, readable by all), never a queue in memory; a server
+    /// URL in capitals is still PostgreSQL's, and its password is never shown.
+    func testADatabaseNameIsAFileAndNeverMemory() throws {
+        let directory = try makeTempDirectory()
+        let added = try haul(["add", "--db", "file:cred.db", "-u", "bob:secret", "http://127.0.0.1:9/x"], in: directory.path)
+        XCTAssertEqual(added.status, 0, added.stderrText)
+        XCTAssertEqual(directory.contents(), ["file:cred.db"], "the job is in the file named")
+        let mode = try FileManager.default.attributesOfItem(atPath: directory.file("file:cred.db"))[.posixPermissions] as? Int
+        XCTAssertEqual(mode, 0o600)
+        let status = try haul(["status", "--db", "file:cred.db", "--json"], in: directory.path)
+        XCTAssertTrue(status.stdoutText.contains("\"queued\":1"), status.stdoutText)
+        for name in [":memory:", ""] {
+            let refused = try haul(["add", "--db", name, "http://127.0.0.1:9/y"], in: directory.path)
+            XCTAssertEqual(refused.status, 64, "\(name): \(refused.stderrText)")
+            XCTAssertTrue(refused.stderrText.contains("--db "), refused.stderrText)
+        }
+        XCTAssertEqual(directory.contents(), ["file:cred.db"])
+        let server = try haul(["status", "--db", "POSTGRES://haul:topsecret@127.0.0.1:9/haul"], in: directory.path)
+        XCTAssertEqual(server.status, 1)
+        XCTAssertFalse(server.stderrText.contains("topsecret"), server.stderrText)
+        XCTAssertTrue(server.stderrText.contains("127.0.0.1"), "tried the server named: \(server.stderrText)")
     }
 
     // MARK: - add

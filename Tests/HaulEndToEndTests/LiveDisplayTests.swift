@@ -109,6 +109,35 @@ final class LiveDisplayTests: XCTestCase {
         }
     }
 
+    /// stdout sent to a file while stderr is the terminal (`haul run > log.txt`): the log gets a
+    /// line for each job, as without a terminal; and `TERM=dumb` gets plain lines, no escapes.
+    func testALogFileGetsEveryJobsLineAndADumbTerminalPlainLines() throws {
+        for dumb in [false, true] {
+            let h = try RunHarness(self)
+            let server = try FaultServer(host: "127.0.0.1")
+            defer { server.stop() }
+            var lines: [String] = []
+            for index in 1...3 {
+                server.route("/s\(index).bin", FaultServer.file(runTestData(2_000, seed: UInt64(index))))
+                lines.append(server.url("/s\(index).bin").absoluteString)
+            }
+            try h.add(lines)
+            let terminal = try PseudoTerminal(columns: 100, rows: 24)
+            var environment = HaulProcess.environment()
+            if dumb { environment["TERM"] = "dumb" }
+            let command = dumb ? #"exec "$0" run --db "$1""# : #"exec "$0" run --db "$1" > log.txt"#
+            let child = try terminal.start(URL(fileURLWithPath: "/bin/sh"), ["-c", command, h.haul.path, h.db],
+                                           environment: environment, currentDirectory: h.temp.path)
+            XCTAssertEqual(child.wait(timeout: 60).status, 0, terminal.text)
+            let log = dumb ? terminal.text : ((try? String(contentsOfFile: h.temp.file("log.txt"), encoding: .utf8)) ?? "")
+            // A terminal ends lines with "\r\n", one Character to Swift.
+            let logLines = log.replacingOccurrences(of: "\r\n", with: "\n").components(separatedBy: "\n")
+            XCTAssertEqual(logLines.filter { $0.hasPrefix("done    #") }.count, 3, "dumb \(dumb):\n\(log)")
+            XCTAssertTrue(log.contains("finished: 3 done"), log)
+            if dumb { XCTAssertFalse(terminal.text.contains("\u{1B}"), "an escape on a dumb terminal:\n\(terminal.text)") }
+        }
+    }
+
     /// The terminal narrows from 150 to 40 columns mid-run (and re-flows what is on it): the
     /// display follows at its next redraw, and erases the rows its wider lines now take.
     func testLiveDisplayFollowsAResizeAndLeavesNothingBehind() throws {

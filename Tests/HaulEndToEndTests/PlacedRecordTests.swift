@@ -28,4 +28,19 @@ final class PlacedRecordTests: XCTestCase {
         XCTAssertEqual(try h.show(2)["file_sha256"] as? String, runTestSHA256(data))
         XCTAssertEqual(try h.run(["run", "--checksum", "md5"]).status, 64)
     }
+
+    /// What a server sent is shown by `show` without its control characters: an escape in a
+    /// Content-Type or an ETag cannot drive the terminal.
+    func testShowPrintsNoEscapeAServerSent() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        server.route("/f.bin", FaultServer.file(runTestData(100, seed: 3), etag: "\"a\u{01}b\"", contentType: "text/x\u{1B}[31mred\u{1B}]0;title\u{07}"))
+        try h.add([server.url("/f.bin").absoluteString])
+        XCTAssertEqual(try h.run(["run"]).status, 0)
+        let shown = try h.run(["show", "1"])
+        XCTAssertEqual(shown.status, 0, shown.stderrText)
+        XCTAssertTrue(shown.stdoutText.contains("type:         text/x?[31mred?]0;title?"), shown.stdoutText)
+        XCTAssertFalse(shown.stdoutText.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" }, shown.stdoutText)
+    }
 }

@@ -323,6 +323,18 @@ final class RequestOptionsTests: XCTestCase {
                           refused.stderrText)
             XCTAssertFalse(refused.stderrText.contains("PW-S3CRET"), refused.stderrText)
         }
+        // A space in the password: refused as --proxy; from http_proxy, libcurl refuses it and
+        // quotes it, and the failure recorded and shown has no password.
+        let spaced = try haul(h, ["get", url, "-d", h.out, "--proxy", "http://u:PW S3CRET@127.0.0.1:9"])
+        XCTAssertEqual(spaced.status, 64, spaced.stderrText)
+        XCTAssertFalse(spaced.stderrText.contains("S3CRET"), spaced.stderrText)
+        let fromEnvironment = try haul(h, ["get", url, "-d", h.out, "--max-attempts", "1"],
+                                       environment: ["http_proxy": "http://u:PW S3CRET@127.0.0.1:9"])
+        XCTAssertEqual(fromEnvironment.status, 1, fromEnvironment.stderrText)
+        for output in [fromEnvironment, try haul(h, ["show", "1"]), try haul(h, ["export"])] {
+            XCTAssertFalse((output.stdoutText + output.stderrText).contains("S3CRET"), output.stdoutText + output.stderrText)
+        }
+        XCTAssertTrue(try haul(h, ["show", "1"]).stdoutText.contains("***@127.0.0.1:9"), "the failure names the proxy, hidden")
     }
 
     // MARK: 6. Rate limits

@@ -30,6 +30,18 @@ public struct DestinationResolver: Sendable {
         }
     }
 
+    /// The first control character in a path's UTF-8 `bytes` (C0, DEL, or the second byte of a
+    /// C1 control, U+0080–U+009F, which some terminals act on too), or nil.
+    public static func controlCharacter<Bytes: Collection<UInt8>>(in bytes: Bytes) -> UInt8? {
+        var previous: UInt8 = 0
+        for byte in bytes {
+            if byte < 0x20 || byte == 0x7F { return byte }
+            if previous == 0xC2 && (0x80...0x9F).contains(byte) { return byte }
+            previous = byte
+        }
+        return nil
+    }
+
     /// How files without `out=` are laid out in the output folder (`--layout`).
     public enum Layout: String, CaseIterable, Sendable {
         /// `DIR/NAME`: the URL's last path segment.
@@ -126,11 +138,7 @@ public struct DestinationResolver: Sendable {
         guard bytes.first != Self.slash else { throw .absoluteOutPath }
         // A control character in a name would reach terminals (`list`, `run`'s lines) raw, and
         // a NUL would end the name early on disk.
-        if let control = bytes.first(where: { $0 < 0x20 || $0 == 0x7F }) { throw .controlCharacter(control) }
-        // C1 controls (U+0080-U+009F, UTF-8 C2 80-C2 9F): some terminals act on them too.
-        for index in bytes.indices.dropLast() where bytes[index] == 0xC2 && (0x80...0x9F).contains(bytes[index + 1]) {
-            throw .controlCharacter(bytes[index + 1])
-        }
+        if let control = Self.controlCharacter(in: bytes) { throw .controlCharacter(control) }
         var components: [String] = []
         for component in bytes.split(separator: Self.slash, omittingEmptySubsequences: true) {
             if component.elementsEqual(Self.dot) { continue }

@@ -199,6 +199,23 @@ public struct HTTPURL: Sendable, Equatable {
         return result + rest
     }
 
+    /// A line that could not be read as a URL, as a message may show it: everything from the
+    /// scheme's end (`://`, or `:` after a scheme-like word, as in `http:/user:pw@host`) up to
+    /// the line's last "@" is hidden. Such a line's user-info may hold a "/", "#" or a space,
+    /// where `redact(_:)` ends an authority; a hidden "@" that was no user-info costs a little
+    /// of a message, a shown one a password.
+    public static func redactRejected(_ text: String) -> String {
+        guard let at = text.lastIndex(of: "@") else { return text }
+        var start = text.startIndex
+        if let separator = text.range(of: "://"), separator.lowerBound < at {
+            start = separator.upperBound
+        } else if let colon = text.firstIndex(of: ":"), colon < at,
+                  text[..<colon].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }) {
+            start = text.index(after: colon)
+        }
+        return text[..<start] + "***" + text[at...]
+    }
+
     static func isAlpha(_ b: UInt8) -> Bool { (b | 0x20) >= 0x61 && (b | 0x20) <= 0x7A }
     static func isDigit(_ b: UInt8) -> Bool { b >= 0x30 && b <= 0x39 }
     static func isHexDigit(_ b: UInt8) -> Bool { isDigit(b) || ((b | 0x20) >= 0x61 && (b | 0x20) <= 0x66) }

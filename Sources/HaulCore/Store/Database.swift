@@ -60,7 +60,7 @@ public final class Database {
         }
         Self.configureLibraryOnce
         var connection: OpaquePointer?
-        let rc = sqlite3_open_v2(path, &connection, flags, nil)
+        let rc = sqlite3_open_v2(Self.fileName(path), &connection, flags, nil)
         guard rc == SQLITE_OK, let connection else {
             let message = connection.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             sqlite3_close_v2(connection)
@@ -129,6 +129,14 @@ public final class Database {
             sqlite3_close_v2(connection)
             throw error
         }
+    }
+
+    /// The name SQLite is given for `path`: the file at that path, never a URI or a database in
+    /// memory. Debian's SQLite reads a name that starts with `file:` as a URI (`file:q.db?mode=memory`
+    /// would keep the jobs in memory and lose them) and `:memory:` as no file at all: a relative
+    /// path is handed over as `./path`. (`:memory:` itself stays in memory, for tests.)
+    static func fileName(_ path: String) -> String {
+        path == ":memory:" || path.hasPrefix("/") || path.hasPrefix("./") ? path : "./" + path
     }
 
     /// Process-wide SQLite settings, applied before the first connection opens.

@@ -103,7 +103,7 @@ enum AddCommand: Command {
         fileprivate func rejected(_ line: Int, _ reason: InputLine.Rejection, _ text: String?) {
             var message = "haul: \(place(of: line...line)): \(reason)"
             if let text, !text.isEmpty, !reason.description.contains(HTTPURL.redact(text)) {
-                message += " — \(AddCommand.printable(HTTPURL.redact(text)))"
+                message += " — \(AddCommand.printable(HTTPURL.redactRejected(text)))"
             }
             report(message)
         }
@@ -137,6 +137,9 @@ enum AddCommand: Command {
         var owned = descriptor > STDIN_FILENO  // closed here on an error below, else by the import
         defer { if owned { close(descriptor) } }
         if let folder = arguments.value("--dir") {
+            if let control = DestinationResolver.controlCharacter(in: folder.utf8) {
+                throw UsageError(message: "'--dir' holds a control character (\(control < 0x80 ? "\\x" : "U+00")\(String(format: "%02X", control))): it would reach terminals and scripts' lines raw; name the folder without it", spec: spec)
+            }
             var info = stat()
             if stat(folder, &info) == 0, (info.st_mode & S_IFMT) != S_IFDIR {
                 throw UsageError(message: "'--dir' names \(folder), which is not a folder: give the output folder (it is made when missing)", spec: spec)
@@ -144,8 +147,6 @@ enum AddCommand: Command {
         }
 
         let profile = try RequestOptions.profile(arguments, spec: spec)
-        let queue = try openQueue(arguments, create: true)
-        let profileID = try profile.map { try queue.storeProfile($0) }
         var layout = DestinationResolver.Layout.flat
         if let name = arguments.value("--layout") {
             guard let chosen = DestinationResolver.Layout(rawValue: name) else {
@@ -153,8 +154,11 @@ enum AddCommand: Command {
             }
             layout = chosen
         }
-        let resolver = DestinationResolver(directory: arguments.value("--dir") ?? ".", layout: layout)
         let ifExists = try existingFilePolicy(arguments, spec: spec) ?? .skip
+        // Every usage error is known before the queue is opened (and made, when missing).
+        let queue = try openQueue(arguments, create: true)
+        let profileID = try profile.map { try queue.storeProfile($0) }
+        let resolver = DestinationResolver(directory: arguments.value("--dir") ?? ".", layout: layout)
         let forward = RejectionForwarder()
         var importer = URLListImporter(queue: queue, resolver: resolver, profileID: profileID, ifExists: ifExists) { line, reason, text in
             forward.target?.rejected(line, reason, text)
@@ -183,7 +187,7 @@ enum AddCommand: Command {
     }
 
     fileprivate static func keptJobs(_ count: Int) -> String {
-        count == 1 ? "the job added before this is kept" : "the \(count) jobs added before this are kept"
+        count == 0 ? "nothing was added" : count == 1 ? "the job added before this is kept" : "the \(count) jobs added before this are kept"
     }
 
     /// The text with control characters shown as escapes, so a rejected line cannot drive the

@@ -97,6 +97,7 @@ enum JobPresentation {
             if attempt.finishedAt == nil { text += " (in progress)" }
             lines.append(text)
         }
-        return lines.joined(separator: "\n")
+        // What a server sent (a type, an ETag, an error's text) may hold escapes: shown as "?".
+        return lines.map(Terminal.printable).joined(separator: "\n")
     }
 }

@@ -47,15 +47,21 @@ enum RunCommand: Command {
 
     static func engineOptions(_ arguments: ParsedArguments, spec: CommandSpec) throws -> EngineOptions {
         var options = EngineOptions()
-        if let value = try CommandLineParser.positiveInt(arguments, "--jobs", spec: spec) { options.workers = value }
-        if let value = try CommandLineParser.positiveInt(arguments, "--per-host", spec: spec) { options.perHost = value }
-        if let value = try CommandLineParser.positiveInt(arguments, "--max-attempts", spec: spec) { options.maxAttempts = value }
+        // Bounds far past any use, each a number the engine's arithmetic holds (a host's slots
+        // are numbered below 65,536 in a PostgreSQL queue's locks).
+        if let value = try CommandLineParser.positiveInt(arguments, "--jobs", maximum: 100_000, spec: spec) { options.workers = value }
+        if let value = try CommandLineParser.positiveInt(arguments, "--per-host", maximum: 10_000, spec: spec) { options.perHost = value }
+        if let value = try CommandLineParser.positiveInt(arguments, "--max-attempts", maximum: 1_000, spec: spec) { options.maxAttempts = value }
         if let value = try seconds(arguments, "--stall", spec: spec) { options.stallTimeout = value }
         if let value = try seconds(arguments, "--timeout", spec: spec) { options.totalTimeout = value }
         if let value = try seconds(arguments, "--max-retry-after", spec: spec, allowZero: true) { options.maxRetryAfter = value }
         if let name = arguments.value("--worker") ?? ProcessInfo.processInfo.environment["HAUL_WORKER"].flatMap({ $0.isEmpty ? nil : $0 }) {
             guard !name.isEmpty, name.count <= 200, !name.contains(where: { $0.isNewline || $0 == "/" }) else {
-                throw UsageError(message: "'--worker' needs a name of 1 to 200 characters without '/' or line breaks", spec: spec)
+                let requirement = "a name of 1 to 200 characters without '/' or line breaks"
+                if arguments.value("--worker") == nil {
+                    throw CommandFailure(message: "HAUL_WORKER must be \(requirement): set it so, or unset it")
+                }
+                throw UsageError(message: "'--worker' needs \(requirement)", spec: spec)
             }
             options.workerName = name
         }
@@ -71,8 +77,9 @@ enum RunCommand: Command {
 
     private static func seconds(_ arguments: ParsedArguments, _ name: String, spec: CommandSpec, allowZero: Bool = false) throws -> Double? {
         guard let text = arguments.value(name) else { return nil }
-        guard let value = Double(text), value.isFinite, allowZero ? value >= 0 : value > 0 else {
-            throw UsageError(message: "'\(name)' needs a number of seconds\(allowZero ? "" : " greater than 0"), not '\(text)'", spec: spec)
+        // At most a year: the engine counts in milliseconds, and 1e300 seconds would not fit.
+        guard let value = Double(text), value.isFinite, allowZero ? value >= 0 : value > 0, value <= 31_536_000 else {
+            throw UsageError(message: "'\(name)' needs a number of seconds\(allowZero ? "" : " greater than 0"), at most a year (31536000), not '\(text)'", spec: spec)
         }
         return value
     }
@@ -110,8 +117,9 @@ enum RunCommand: Command {
         options.openFileLimit = openFiles
         let mode: RunReporter.Mode = arguments.flag("--json") ? .json
             : arguments.flag("--quiet") ? .quiet
-            : isatty(STDERR_FILENO) == 1 ? .terminal : .plain
-        let reporter = RunReporter(mode: mode)
+            : isatty(STDERR_FILENO) == 1 && !Terminal.isDumb ? .terminal : .plain
+        // With stdout sent to a file or a pipe, the lines a script or a log wants go there too.
+        let reporter = RunReporter(mode: mode, linesToStdout: isatty(STDOUT_FILENO) == 0)
         options.readsQueueCounts = mode == .terminal  // only the live display shows them
         let transport: any Transport
         do {

@@ -33,8 +33,8 @@ enum StatusCommand: Command {
 
     private static func interval(_ arguments: ParsedArguments) throws -> Double {
         guard let text = arguments.value("--watch"), !text.isEmpty else { return 2 }
-        guard let seconds = Double(text), seconds.isFinite, seconds >= 0.1 else {
-            throw UsageError(message: "'--watch' needs a number of seconds, 0.1 or more, not '\(text)'", spec: spec)
+        guard let seconds = Double(text), seconds.isFinite, seconds >= 0.1, seconds <= 86_400 else {
+            throw UsageError(message: "'--watch' needs a number of seconds from 0.1 to 86400, not '\(text)'", spec: spec)
         }
         return seconds
     }

@@ -9,7 +9,7 @@ import Foundation
 enum CurlFailure {
     /// - Parameter responded: some of a response (its head) arrived before the failure.
     static func failure(_ code: CURLcode, message: String, osErrno: Int, responded: Bool = true) -> FetchFailure {
-        let detail = message.isEmpty ? String(cString: curl_easy_strerror(code)) : message
+        let detail = message.isEmpty ? String(cString: curl_easy_strerror(code)) : hidingCredentials(in: message)
         switch code {
         case CURLE_COULDNT_CONNECT:
             return .unreachable(osErrno == Int(ECONNREFUSED) ? "connection refused" : "cannot connect: \(detail)")
@@ -47,5 +47,18 @@ enum CurlFailure {
         default:
             return .transport("transfer failed: \(detail) (curl error \(code.rawValue))")
         }
+    }
+
+    /// libcurl's message with what it quotes (`Unsupported proxy syntax in 'http://u:p w@proxy'`,
+    /// a proxy from `--proxy` or `http_proxy`) shown without its user-info: everything up to the
+    /// last "@" of a quoted part goes, even past a space, which ends a URL's redaction elsewhere.
+    static func hidingCredentials(in message: String) -> String {
+        let parts = message.split(separator: "'", omittingEmptySubsequences: false)
+        guard parts.count > 2 else { return message }
+        return parts.enumerated().map { index, part in
+            guard index % 2 == 1, index < parts.count - 1, let at = part.lastIndex(of: "@") else { return String(part) }
+            let start = part.range(of: "://").map { $0.upperBound } ?? part.startIndex
+            return at < start ? String(part) : part[..<start] + "***" + part[at...]
+        }.joined(separator: "'")
     }
 }
