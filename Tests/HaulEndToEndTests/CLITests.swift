@@ -283,6 +283,29 @@ final class CLITests: XCTestCase {
         try assertDatabaseSound(db)
     }
 
+    /// `haul add -i -` from a pipe that writes slowly queues each line as it comes, not when a
+    /// batch fills or the pipe ends: stopped with Ctrl-C, it has lost none of what it read.
+    func testAddFromASlowPipeQueuesLinesAsTheyComeAndCtrlCLosesNone() throws {
+        let directory = try makeTempDirectory()
+        let input = Pipe()
+        let add = try HaulProcess.start(try haulExecutable(), ["add", "-i", "-", "-d", "out"], currentDirectory: directory.path,
+                                        stdinPipe: input)
+        input.fileHandleForWriting.write(Data("https://e.org/1\nhttps://e.org/2\nhttps://e.org/3\n# more to come\n".utf8))
+        var queued = 0
+        let deadline = Date().addingTimeInterval(10)
+        while queued < 3, Date() < deadline {
+            let status = try haul(["status", "--json"], in: directory.path)
+            let counts = (try? JSONSerialization.jsonObject(with: Data(status.stdoutText.utf8))) as? [String: Any]
+            queued = (counts?["counts"] as? [String: Any])?["queued"] as? Int ?? 0
+            if queued < 3 { usleep(20_000) }  // polling another process's queue: no event to await
+        }
+        XCTAssertEqual(queued, 3, "the lines read were not queued while the pipe stayed open")
+        kill(add.processIdentifier, SIGINT)
+        let result = add.wait(timeout: 10)
+        XCTAssertTrue(result.signalled || result.status == 130, "\(result.status) \(result.stderrText)")
+        XCTAssertEqual(try haul(["list", "--json"], in: directory.path).stdoutText.components(separatedBy: "e.org/").count - 1, 3)
+    }
+
     func testAddUsesHaulDBAndTheCurrentFolderByDefault() throws {
         let directory = try makeTempDirectory()
         let result = try haul(["add", "https://e.org/file.iso"], in: directory.path)

@@ -145,13 +145,16 @@ public struct URLListImporter {
             }
             do {
                 while true {
-                    // Streaming: what was read goes to the queue before the reader waits for more.
-                    // A held URL line's indented aria2 options come right after it, so it waits
-                    // for them a moment (`optionsWait`) before it goes without them; the lines
-                    // before it do not wait.
-                    if streams, batch.size > 0 || record != nil, reader.wouldWait() {
+                    // What was read goes to the queue before the reader waits for more (a pipe
+                    // or a terminal with nothing more yet: a file never waits), so lines typed
+                    // or piped slowly are queued, not held until a batch fills, and a Ctrl-C
+                    // then loses none of them. Streaming: a held URL line's indented aria2
+                    // options come right after it, so it waits for them a moment
+                    // (`optionsWait`) before it goes without them; the lines before it do not
+                    // wait. Not streaming (`haul add`), it stays held for them.
+                    if batch.size > 0 || (streams && record != nil), reader.wouldWait() {
                         if batch.size > 0 { guard sendBatch() else { return } }
-                        if record != nil, reader.wouldWait(milliseconds: Self.optionsWait) {
+                        if streams, record != nil, reader.wouldWait(milliseconds: Self.optionsWait) {
                             takeRecord()
                             guard sendBatch() else { return }
                         }
