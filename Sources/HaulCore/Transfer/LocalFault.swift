@@ -16,7 +16,7 @@ public enum LocalFault {
         case EACCES, EPERM: return "give haul's user write permission there, or choose another -d"
         case EROFS: return "the file system is read-only: remount it read-write, or choose another -d"
         case ENOSPC, EDQUOT: return "the disk (or quota) is full: free some space"
-        default: return "create the folder again (or choose another -d)"
+        default: return "create the folder, or make its path one haul can create (or choose another -d)"
         }
     }
 
