@@ -40,6 +40,30 @@ final class HostDownTests: XCTestCase {
         XCTAssertEqual(h.tempFiles(), [])
     }
 
+    /// A host that accepts connections and never answers (each request silent past `--stall`):
+    /// the host's fault as a refusal is, so it is probed, not tried by each of its 40 jobs.
+    func testASilentHostIsProbedNotTriedByEveryJob() throws {
+        let h = try RunHarness(self)
+        let silent = try FaultServer(host: "127.0.0.1")
+        defer { silent.stop() }
+        silent.setFallback { _ in
+            var response = FaultServer.Response.ok(Data("late".utf8))
+            response.delayBeforeHeaders = 30
+            return response
+        }
+        try h.add((1...40).map { silent.url("/s\($0).bin").absoluteString })
+
+        let result = try h.run(["run", "--json", "--max-attempts", "2", "--per-host", "4", "--stall", "0.5"], timeout: 60)
+
+        XCTAssertEqual(result.status, 1, result.stderrText)
+        XCTAssertEqual(try h.counts()["failed"], 40)
+        let requests = silent.requestCount()
+        XCTAssertLessThanOrEqual(requests, 4 + 2, "a first round at the cap, then one probe at a time: \(requests) requests")
+        let reasons = Set(result.stdoutLines.compactMap(runTestJSON).filter { $0["event"] as? String == "failed" }
+            .compactMap { $0["reason"] as? String })
+        XCTAssertTrue(reasons.count == 1 && reasons.first?.hasPrefix("host unreachable: no answer: stalled") == true, "\(reasons)")
+    }
+
     /// A host that hangs up on its first five requests, then answers: the first round at the
     /// cap counts once, the probes find it back, and every job is done on one counted attempt.
     func testAHostThatComesBackCostsItsJobsNoAttempts() throws {

@@ -51,11 +51,12 @@ public struct RetryPolicy: Sendable {
         switch failure {
         case .http(let status, let retryAfter):
             guard Self.retryableStatuses.contains(status) else { return .fail }
-            // A Retry-After of 0 or a date already past asks for no wait: the backoff's delay
-            // applies, so the attempts are not spent within a second.
-            if let retryAfter, let delay = RetryAfter.delay(from: retryAfter, now: now), delay > 0 {
+            // A Retry-After of 0 or a date already past asks for no wait, and a cap of 0
+            // (`--max-retry-after 0`) ignores it: the backoff's delay applies, so the attempts
+            // are not spent within a second.
+            if let retryAfter, maxRetryAfter > 0, let delay = RetryAfter.delay(from: retryAfter, now: now), delay > 0 {
                 let capped = min(delay, maxRetryAfter)
-                return .retry(delay: capped, pauseHost: capped > 0 ? capped : nil, discardPartial: false)
+                return .retry(delay: capped, pauseHost: capped, discardPartial: false)
             }
             return .retry(delay: backoff.delay(afterAttempt: attempt), pauseHost: nil, discardPartial: false)
         case .transport, .disk, .length:
