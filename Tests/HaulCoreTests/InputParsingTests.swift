@@ -31,6 +31,21 @@ final class InputParsingTests: XCTestCase {
         XCTAssertEqual(try HTTPURL("hTtPs://a/").scheme, "https")
     }
 
+    /// An IPv4 address however it is spelled (libcurl connects each to the same address) is one
+    /// host: one key, one cap. Names, and what is neither, keep their own.
+    func testEverySpellingOfAnIPv4AddressIsOneHost() throws {
+        for spelling in ["127.0.0.1", "127.1", "127.0.1", "2130706433", "0x7f.1", "0X7F.0.0.1", "0177.0.0.1", "127.000.000.001",
+                         "0x7f000001", "017700000001", "127.0.0.1."] {
+            XCTAssertEqual(try HTTPURL("http://\(spelling):8080/x").hostKey, "127.0.0.1:8080", spelling)
+        }
+        XCTAssertEqual(try HTTPURL("http://010.0.0.1/x").hostKey, "8.0.0.1:80", "a leading 0 is octal, as inet_aton reads it")
+        XCTAssertEqual(try HTTPURL("http://1.2.3.4/x").hostKey, "1.2.3.4:80")
+        for name in ["localhost", "a1.example", "1e3", "1.2.3.4.5", "256.1.1.1", "1.2.3.0x100", "08.1.1.1", "1..2", "host-1"] {
+            XCTAssertEqual(try? HTTPURL("http://\(name)/x").hostKey, try? HTTPURL("http://\(name)/x").host + ":80", name)
+            XCTAssertEqual((try? HTTPURL("http://\(name)/x"))?.host, (try? HTTPURL("http://\(name)/x")).map { _ in name.lowercased() }, name)
+        }
+    }
+
     func testBlankAndCommentLinesAreSkipped() throws {
         for text in ["", "   ", "\t", "# comment", "   # indented comment", "#http://example.org/x"] {
             XCTAssertNil(try InputLine.parse(Array(text.utf8), resolver: resolver), "'\(text)'")

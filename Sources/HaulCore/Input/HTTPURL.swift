@@ -141,9 +141,54 @@ public struct HTTPURL: Sendable, Equatable {
         var pathEnd = authorityEnd
         while pathEnd < bytes.count, bytes[pathEnd] != 0x3F, bytes[pathEnd] != 0x23 { pathEnd += 1 }
         // Every host byte is ASCII (checked above, or hex digits, ':' and '.' in brackets).
-        let hostKey = lowercasedASCII(hostBytes, suffix: ":" + String(port))
+        // An IPv4 address in another spelling (127.1, 0x7f.0.0.1, 0177.0.0.1, 2130706433), which
+        // libcurl connects to as the same address, shares its dotted-decimal key: its cap.
+        let hostKey = Self.ipv4Address(hostBytes).map { $0 + ":" + String(port) } ?? lowercasedASCII(hostBytes, suffix: ":" + String(port))
         return .success(Parts(scheme: scheme, port: port, hostKey: hostKey,
                               path: String(decoding: bytes[authorityEnd..<pathEnd], as: UTF8.self), userInfo: userInfo))
+    }
+
+    /// The dotted-decimal form of a host written as an IPv4 address in a form other than that
+    /// one (as the WHATWG URL standard and libcurl read them: one to four parts, each decimal,
+    /// octal with a leading 0, or hex with 0x; the last part fills the bytes left), or nil: a
+    /// name, an address already in dotted decimal (the common case, kept as written), or
+    /// something that is neither (left to fail as a name).
+    static func ipv4Address(_ host: Slice<UnsafeBufferPointer<UInt8>>) -> String? {
+        // A name's last label is never a number: most hosts end here, on their first byte.
+        guard let last = host.last, isDigit(last) || isAlpha(last) else { return nil }
+        let lastDot = host.lastIndex(of: 0x2E).map { $0 + 1 } ?? host.startIndex
+        guard isDigit(host[lastDot]) else { return nil }
+        var parts: [UInt64] = []
+        var canonical = true
+        for part in host.split(separator: 0x2E, omittingEmptySubsequences: false) {
+            guard !part.isEmpty, parts.count < 4 else { return nil }
+            var digits = part[...]
+            var radix: UInt64 = 10
+            if digits.count >= 2, digits.first == 0x30, digits[digits.index(after: digits.startIndex)] | 0x20 == 0x78 {
+                radix = 16
+                digits = digits.dropFirst(2)
+            } else if digits.count >= 2, digits.first == 0x30 {
+                radix = 8
+                digits = digits.dropFirst()
+            }
+            if radix != 10 { canonical = false }
+            var value: UInt64 = 0
+            for byte in digits {
+                let digit: UInt64
+                if isDigit(byte) { digit = UInt64(byte - 0x30) }
+                else if radix == 16, isHexDigit(byte) { digit = UInt64((byte | 0x20) - 0x61 + 10) }
+                else { return nil }
+                guard digit < radix else { return nil }
+                value = value * radix + digit
+                guard value <= UInt64(UInt32.max) else { return nil }
+            }
+            parts.append(value)
+        }
+        guard let final = parts.last, parts.dropLast().allSatisfy({ $0 <= 255 }),
+              final < UInt64(1) << (8 * (5 - parts.count)) else { return nil }
+        guard parts.count < 4 || !canonical else { return nil }  // already dotted decimal
+        let address = parts.dropLast().enumerated().reduce(final) { sum, part in sum + (part.element << (8 * (3 - part.offset))) }
+        return "\(address >> 24).\((address >> 16) & 255).\((address >> 8) & 255).\(address & 255)"
     }
 
     /// Whether `bytes` spell `word` (lower-case ASCII) in any case.
