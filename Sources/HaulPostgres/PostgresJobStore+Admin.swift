@@ -133,7 +133,7 @@ extension PostgresJobStore {
     @discardableResult
     private func requeue(_ condition: String, _ values: [Arg], now: Int) throws -> Int {
         try run("""
-            UPDATE jobs SET state = 'queued', attempts = 0, next_attempt_at = 0, last_error = NULL, error_kind = NULL,
+            UPDATE jobs SET state = 'queued', attempts = 0, lost_leases = 0, next_attempt_at = 0, last_error = NULL, error_kind = NULL,
                 finished_at = NULL, updated_at = $1
             WHERE \(condition)
             """, [.int(now)] + values)
@@ -164,7 +164,7 @@ extension PostgresJobStore {
                         SELECT id, attempts, done_attempt_token, coalesce(attempt_started_at, finished_at), finished_at, last_status, received_bytes
                         FROM old WHERE done_attempt_token IS NOT NULL
                     )
-                    UPDATE jobs SET state = 'queued', attempts = 0, next_attempt_at = 0, last_error = NULL, error_kind = NULL,
+                    UPDATE jobs SET state = 'queued', attempts = 0, lost_leases = 0, next_attempt_at = 0, last_error = NULL, error_kind = NULL,
                         finished_at = NULL, updated_at = $1, kept = false, done_attempt_token = NULL,
                         placed_size = CASE WHEN $6 THEN placed_size ELSE $2 END,
                         placed_mtime = CASE WHEN $6 THEN placed_mtime ELSE $3 END,

@@ -192,43 +192,40 @@ extension PostgresJobStore {
         try run(Self.expireLeasesSQL, [.int(now)])
     }
 
-    /// Hands back (or fails, at their last attempt) the running jobs whose lease ended by `$1`.
-    /// An attempt whose job's recorded bytes grew past those it began from is not counted (see
-    /// the SQLite queue's `expireLeases`): kills cannot use up a healthy job's attempts.
+    /// Hands back the running jobs whose lease ended by `$1`, their attempts not counted (see the
+    /// SQLite queue's `expireLeases`): kills cannot use up a job's attempts, not even those of
+    /// jobs claimed ahead and never requested. A job that never makes progress fails once its
+    /// lease was lost `Lease.lostLeaseLimit` times.
     static let expireLeasesSQL = """
             WITH expired AS (
-                SELECT id, lease_token, received_bytes, attempts, attempt_started_at, attempt_start_bytes, updated_at
+                SELECT id, lease_token, received_bytes, attempts, attempt_started_at, attempt_start_bytes, updated_at,
+                    received_bytes > coalesce(attempt_start_bytes, received_bytes) AS progressed,
+                    received_bytes <= coalesce(attempt_start_bytes, received_bytes) AND lost_leases + 1 >= \(Lease.lostLeaseLimit) AS last_loss
                 FROM jobs WHERE state = 'running' AND lease_expires_at <= $1 FOR UPDATE SKIP LOCKED
             ),
             -- The open attempts' records, written now (their bytes: those gained since they began).
             closed AS (
                 INSERT INTO attempts (job_id, number, lease_token, started_at, finished_at, error, bytes)
                 SELECT e.id, e.attempts, e.lease_token, coalesce(e.attempt_started_at, e.updated_at), $1,
-                    CASE WHEN e.received_bytes > coalesce(e.attempt_start_bytes, e.received_bytes)
+                    CASE WHEN e.progressed
                         THEN '\(Attempt.interruptedPrefix) the worker stopped without reporting (lease expired) after making progress'
-                        ELSE 'lease expired: the worker stopped without reporting' END,
-                    CASE WHEN e.received_bytes > coalesce(e.attempt_start_bytes, e.received_bytes)
-                        THEN e.received_bytes - e.attempt_start_bytes END
+                        WHEN e.last_loss THEN 'lease expired: the worker stopped without reporting'
+                        ELSE '\(Attempt.interruptedPrefix) the worker stopped without reporting (lease expired)' END,
+                    CASE WHEN e.progressed THEN e.received_bytes - e.attempt_start_bytes END
                 FROM expired e
-                RETURNING job_id, bytes IS NOT NULL AS uncounted
-            ),
-            counted AS (
-                SELECT e.id, e.lease_token, CASE WHEN c.uncounted THEN 1 ELSE 0 END AS refund
-                FROM expired e LEFT JOIN closed c ON c.job_id = e.id
+                RETURNING job_id
             )
             UPDATE jobs j SET
-                attempts = j.attempts - e.refund,
-                state = CASE WHEN j.attempts - e.refund >= j.max_attempts THEN 'failed' ELSE 'queued' END,
-                last_error = CASE WHEN j.attempts - e.refund >= j.max_attempts
-                    THEN 'gave up after ' || j.attempts || CASE j.attempts WHEN 1 THEN ' attempt' ELSE ' attempts' END
-                         || '; the last one''s worker stopped without reporting (lease expired)'
-                    ELSE j.last_error END,
-                finished_at = CASE WHEN j.attempts - e.refund >= j.max_attempts THEN $1 ELSE NULL END,
+                attempts = j.attempts - CASE WHEN e.last_loss THEN 0 ELSE 1 END,
+                state = CASE WHEN e.last_loss THEN 'failed' ELSE 'queued' END,
+                last_error = CASE WHEN e.last_loss THEN '\(Lease.lostLeasesReason)' ELSE j.last_error END,
+                finished_at = CASE WHEN e.last_loss THEN $1 ELSE NULL END,
+                lost_leases = j.lost_leases + CASE WHEN e.progressed THEN 0 ELSE 1 END,
                 lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $1
             -- "= ANY(ARRAY(…))" beside the join: the exchange runs on generic plans, which expect a
             -- third of the running jobs to have expired and may then hash the whole jobs table;
-            -- the array is read by index.
-            FROM counted e WHERE j.id = ANY(ARRAY(SELECT id FROM expired)) AND j.id = e.id
+            -- the array is read by index. (closed is written whether or not it is read.)
+            FROM expired e WHERE j.id = ANY(ARRAY(SELECT id FROM expired)) AND j.id = e.id
             """
 
     public func expireLeases(ofOwners owners: [String]) throws {

@@ -1,6 +1,7 @@
 import Foundation
 import HaulCore
 import HaulTestSupport
+import Synchronization
 import XCTest
 
 /// `haul run` stopped mid-transfer, by SIGKILL or SIGINT, then started again: nothing lost, the
@@ -54,6 +55,37 @@ final class RunKillTests: XCTestCase {
         XCTAssertEqual(resumed.rangeHeader, "bytes=\(kept)-")
         XCTAssertEqual(resumed.ifRangeHeader, Self.etag)
         XCTAssertEqual(try h.counts()["done"], 2)
+    }
+
+    /// Three `haul run` in a row killed with SIGKILL while their first requests wait for an
+    /// answer, each with jobs claimed ahead that no server ever saw: none of those kills spends
+    /// an attempt (with --max-attempts 2, the second kill failed every job the runs had claimed),
+    /// and a fourth run does every job.
+    func testKillsDoNotSpendTheAttemptsOfTheJobsTheRunHeld() throws {
+        final class Slow: Sendable { let on = Mutex(true) }
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let slow = Slow()
+        let data = runTestData(3_000, seed: 33)
+        server.setFallback { request in
+            var response = FaultServer.fileResponse(data, request: request)
+            if slow.on.withLock({ $0 }) { response.delayBeforeHeaders = 30 }
+            return response
+        }
+        try h.add((1...30).map { server.url("/j\($0).bin").absoluteString })
+        for life in 1...3 {
+            let child = try h.start(["run", "-j", "2", "--per-host", "2", "--max-attempts", "2"])
+            let asked = RunHarness.poll(timeout: 10) { server.requestCount() >= 2 * life }
+            kill(child.processIdentifier, SIGKILL)
+            XCTAssertEqual(child.wait(timeout: 10).status, SIGKILL)
+            XCTAssertTrue(asked, "life \(life): the run sent no request")
+        }
+        slow.on.withLock { $0 = false }
+        let last = try h.run(["run", "-j", "2", "--per-host", "2", "--max-attempts", "2"])
+        XCTAssertEqual(last.status, 0, last.stdoutText + last.stderrText)
+        XCTAssertEqual(try h.counts()["done"], 30)
+        XCTAssertEqual(h.tempFiles(), [])
     }
 
     func testSIGINTHandsTheJobBackAndKeepsTheTempFile() throws {

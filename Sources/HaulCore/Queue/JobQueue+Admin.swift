@@ -116,7 +116,7 @@ extension JobQueue {
     private func requeue(_ condition: String, _ values: [SQLiteBindable]) throws {
         let now = clock()
         try database.statement("""
-            UPDATE jobs SET state = 'queued', attempts = 0, next_attempt_at = 0, last_error = NULL, error_kind = NULL,
+            UPDATE jobs SET state = 'queued', attempts = 0, lost_leases = 0, next_attempt_at = 0, last_error = NULL, error_kind = NULL,
                 finished_at = NULL, updated_at = ?
             WHERE \(condition)
             """).run([now] + values)

@@ -131,12 +131,13 @@ extension JobQueue {
         return leases
     }
 
-    /// Returns every running job whose lease has expired to the queue — or fails it, when it
-    /// has used all its attempts — and writes the record of its open attempt. An attempt whose job's
-    /// recorded bytes grew past those it began from (a worker killed while a large file came
-    /// in) is not counted: the crash was not the job's doing, and the next attempt resumes, so
-    /// kills cannot use up a healthy job's attempts; one that made no progress (a job that kills
-    /// its worker every time) is counted, so such a job still ends failed.
+    /// Returns every running job whose lease has expired to the queue, and writes the record of
+    /// its open attempt, which is not counted: the worker stopped without reporting, which is
+    /// not the job's doing. A job claimed ahead by a worker that was killed was never requested
+    /// at all (before, a restart loop spent five attempts of jobs no server saw), and one whose
+    /// bytes grew past those its attempt began from (a large file coming in) resumes. Only a job
+    /// that never makes progress, its lease lost `Lease.lostLeaseLimit` times (`lost_leases`),
+    /// fails: one that stops its worker every time still ends. Its last attempt is then counted.
     func expireLeases(now: Int) throws {
         // The jobs whose lease expired (few, found through the jobs_running index): counted
         // where they go once they went (running jobs are not counted).
@@ -144,30 +145,26 @@ extension JobQueue {
             .rows([now]) { $0.int(0) }
         guard !expired.isEmpty else { return }
         // Whether the job's bytes grew past those its open attempt began from (NULL for an
-        // attempt opened before that was recorded: counted). The record is written now.
+        // attempt opened before that was recorded: no progress). The record is written now.
         let progressed = "received_bytes > coalesce(attempt_start_bytes, received_bytes)"
+        let lastLoss = "(NOT (\(progressed)) AND lost_leases + 1 >= \(Lease.lostLeaseLimit))"
         try database.run("""
             INSERT OR FAIL INTO attempts (job_id, number, lease_token, started_at, finished_at, error, bytes)
             SELECT id, attempts, lease_token, coalesce(attempt_started_at, updated_at), ?1,
                 CASE WHEN \(progressed)
                     THEN '\(Attempt.interruptedPrefix) the worker stopped without reporting (lease expired) after making progress'
-                    ELSE 'lease expired: the worker stopped without reporting' END,
+                    WHEN \(lastLoss) THEN 'lease expired: the worker stopped without reporting'
+                    ELSE '\(Attempt.interruptedPrefix) the worker stopped without reporting (lease expired)' END,
                 CASE WHEN \(progressed) THEN received_bytes - attempt_start_bytes END
             FROM jobs WHERE state = 'running' AND lease_expires_at <= ?1 ORDER BY id
             """, now)
-        // 1 when the attempt just closed was not counted.
-        let uncounted = """
-            (SELECT count(*) FROM attempts a WHERE a.job_id = jobs.id AND a.lease_token = jobs.lease_token
-                AND a.error LIKE '\(Attempt.interruptedPrefix)%')
-            """
         try database.run("""
             UPDATE OR FAIL jobs SET
-                attempts = attempts - \(uncounted),
-                state = CASE WHEN attempts - \(uncounted) >= max_attempts THEN 'failed' ELSE 'queued' END,
-                last_error = CASE WHEN attempts - \(uncounted) >= max_attempts
-                    THEN 'gave up after ' || attempts || CASE attempts WHEN 1 THEN ' attempt' ELSE ' attempts' END || '; the last one''s worker stopped without reporting (lease expired)'
-                    ELSE last_error END,
-                finished_at = CASE WHEN attempts - \(uncounted) >= max_attempts THEN ?1 ELSE NULL END,
+                attempts = attempts - CASE WHEN \(lastLoss) THEN 0 ELSE 1 END,
+                state = CASE WHEN \(lastLoss) THEN 'failed' ELSE 'queued' END,
+                last_error = CASE WHEN \(lastLoss) THEN '\(Lease.lostLeasesReason)' ELSE last_error END,
+                finished_at = CASE WHEN \(lastLoss) THEN ?1 ELSE NULL END,
+                lost_leases = lost_leases + CASE WHEN \(progressed) THEN 0 ELSE 1 END,
                 lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1
             WHERE state = 'running' AND lease_expires_at <= ?1
             """, now)

@@ -32,7 +32,7 @@ extension JobQueue {
                 FROM jobs WHERE id = ? AND state = 'done' AND done_attempt_token IS NOT NULL
                 """)
             let update = try database.statement("""
-                UPDATE jobs SET state = 'queued', attempts = 0, next_attempt_at = 0, last_error = NULL, error_kind = NULL, finished_at = NULL,
+                UPDATE jobs SET state = 'queued', attempts = 0, lost_leases = 0, next_attempt_at = 0, last_error = NULL, error_kind = NULL, finished_at = NULL,
                     updated_at = ?1, kept = 0, done_attempt_token = NULL,
                     placed_size = CASE WHEN ?6 THEN placed_size ELSE ?2 END,
                     placed_mtime = CASE WHEN ?6 THEN placed_mtime ELSE ?3 END,
