@@ -411,7 +411,7 @@ final class DownloadAttemptEdgeTests: XCTestCase {
             .slowBody(bytesPerChunk: 64 * 1024, delay: 0.05))
 
         let missing = try await download("/missing", into: try tempFile("missing"))
-        guard case .http(404, _)? = missing.failure else { return XCTFail("\(missing.result)") }
+        guard case .http(404, _, _)? = missing.failure else { return XCTFail("\(missing.result)") }
         XCTAssertTrue(server.waitUntilIdle(timeout: 5), "the 404 ended at the server")
         let file = try await download("/file", into: try tempFile("file"))
         XCTAssertEqual(file.result, .placed(bytes: 1000, status: 200))
@@ -421,7 +421,7 @@ final class DownloadAttemptEdgeTests: XCTestCase {
 
         let started = ContinuousClock.now
         let cut = try await download("/big-error", into: try tempFile("big-error"))
-        guard case .http(503, _)? = cut.failure else { return XCTFail("\(cut.result)") }
+        guard case .http(503, _, _)? = cut.failure else { return XCTFail("\(cut.result)") }
         XCTAssertLessThan(ContinuousClock.now - started, .seconds(2), "a 4 MiB error body (about 3 s) is not read")
         XCTAssertFalse(exists(folder.file("big-error")))
 
@@ -430,7 +430,7 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         server.route("/trickled", FaultServer.Response.text(trickle, status: 404).slowBody(bytesPerChunk: 1024, delay: 0.5))
         let begun = ContinuousClock.now
         let trickled = try await download("/trickled", into: try tempFile("trickled"))
-        guard case .http(404, _)? = trickled.failure else { return XCTFail("\(trickled.result)") }
+        guard case .http(404, _, _)? = trickled.failure else { return XCTFail("\(trickled.result)") }
         XCTAssertLessThan(ContinuousClock.now - begun, .seconds(8), "a drain gets 5 s")
     }
 

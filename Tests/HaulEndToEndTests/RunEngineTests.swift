@@ -125,6 +125,36 @@ final class RunEngineTests: XCTestCase {
         }
     }
 
+    /// A job on A redirected to B, which answers 429 with Retry-After: B is paused, not A. A's
+    /// other job goes on at once; B's own job waits for B's pause.
+    func testRetryAfterFromARedirectsHostPausesThatHost() throws {
+        let h = try RunHarness(self)
+        let a = try FaultServer(host: "127.0.0.1")
+        let b = try FaultServer(host: "127.0.0.2")
+        defer { a.stop(); b.stop() }
+        let data = runTestData(5_000, seed: 4)
+        a.route("/moved.bin", FaultServer.Response.redirect(to: b.url("/busy.bin").absoluteString))
+        a.route("/a.bin", FaultServer.file(data))
+        b.route("/busy.bin", sequence: [
+            FaultServer.Response.status(429, headers: ["Retry-After": "2"]).handler,
+            FaultServer.file(data, etag: "\"b1\""),
+        ])
+        b.route("/b.bin", FaultServer.file(data))
+        try h.add([a.url("/moved.bin").absoluteString, a.url("/a.bin").absoluteString, b.url("/b.bin").absoluteString])
+
+        let result = try h.run(["run", "--json", "-j", "1", "--per-host", "1", "--max-retry-after", "10", "--max-attempts", "3"])
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        let pauses = result.stdoutLines.compactMap(runTestJSON).filter { $0["event"] as? String == "host_paused" }
+        XCTAssertEqual(pauses.compactMap { $0["host"] as? String }, ["127.0.0.2:\(b.port)"], "\(pauses)")
+        let refused = try XCTUnwrap(b.requests(path: "/busy.bin").first)
+        let direct = try XCTUnwrap(b.requests(path: "/b.bin").first)
+        XCTAssertGreaterThanOrEqual(direct.receivedInstant - refused.receivedInstant, .seconds(2), "B's own job waited for B's pause")
+        let other = try XCTUnwrap(a.requests(path: "/a.bin").first)
+        XCTAssertLessThan(other.receivedInstant - refused.receivedInstant, .seconds(2), "A was not paused")
+        for name in ["moved.bin", "a.bin", "b.bin"] { XCTAssertEqual(h.contents(name), data, name) }
+    }
+
     func testRetryAfterHTTPDateIsHonoured() throws {
         let h = try RunHarness(self)
         let server = try FaultServer(host: "127.0.0.1")

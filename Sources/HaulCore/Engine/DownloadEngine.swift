@@ -519,6 +519,7 @@ private final class Runner: @unchecked Sendable {
                 // whether any was claimed (`Lease.firstTry`), and the core marks a lease it tries
                 // again itself (a parked one). A recorded validator or bytes say so too.
                 lookForEarlier: !lease.firstTry || storedValidator != nil || job.receivedBytes > 0,
+                jobHost: job.host,
                 onAccepted: { [weak self] snapshot in
                     // Record the validator and length before the body, so a kill -9 mid-body can
                     // resume. Small files are cheaper to fetch again than to record twice.

@@ -659,7 +659,8 @@ struct EngineCore {
                                               now: Date(timeIntervalSince1970: Double(now) / 1000))
         let kept = snapshot ?? DownloadAttempt.Snapshot(bytesOnDisk: 0, expectedTotal: nil, validator: nil)
         if status != nil || failure.isAnswer { hosts[job.hostID]?.downFailures = 0 }  // it answered
-        if case .http(let code, _) = failure, code == 429 || code == 503 { overloaded(job.hostID) }
+        // An overload said by another host (a redirect's) is not the job's host's.
+        if case .http(let code, _, nil) = failure, code == 429 || code == 503 { overloaded(job.hostID) }
         switch decision {
         case .release:
             queue(.release(jobID: job.id, token: lease.token, reason: Self.stopped,
@@ -684,10 +685,16 @@ struct EngineCore {
             }
             if let pauseHost {
                 let until = now + Int(pauseHost * 1000)
-                pauses.append(HostPause(host: job.host, until: until, reason: "Retry-After from \(failure.description)"))
-                let current = hosts[job.hostID]?.pausedUntil ?? 0
-                hosts[job.hostID, default: Host()].pausedUntil = max(current, until)
-                actions.append(.report(.hostPaused(host: job.host, seconds: pauseHost, reason: "Retry-After after \(failure.description)")))
+                // The host that asked for the wait: a redirect's, when it led elsewhere (the
+                // queue pauses it for every worker and every job on it); else the job's.
+                var asking = job.host
+                if case .http(_, _, let answeredBy?) = failure { asking = answeredBy }
+                pauses.append(HostPause(host: asking, until: until, reason: "Retry-After from \(failure.description)"))
+                if asking == job.host {
+                    let current = hosts[job.hostID]?.pausedUntil ?? 0
+                    hosts[job.hostID, default: Host()].pausedUntil = max(current, until)
+                }
+                actions.append(.report(.hostPaused(host: asking, seconds: pauseHost, reason: "Retry-After after \(failure.description)")))
             }
             queue(.retry(jobID: job.id, token: lease.token, at: now + Int(delay * 1000), status: status,
                          error: failure.description, progress: progress), item, now: now)

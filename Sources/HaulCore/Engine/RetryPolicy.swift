@@ -49,7 +49,7 @@ public struct RetryPolicy: Sendable {
     ///     from the bytes kept, so one download from zero is always tried.
     public func decide(_ failure: DownloadAttempt.Failure, attempt: Int, resumed: Bool = false, now: Date = Date()) -> Decision {
         switch failure {
-        case .http(let status, let retryAfter):
+        case .http(let status, let retryAfter, _):
             guard Self.retryableStatuses.contains(status) else { return .fail }
             // A Retry-After of 0 or a date already past asks for no wait, and a cap of 0
             // (`--max-retry-after 0`) ignores it: the backoff's delay applies, so the attempts

@@ -19,8 +19,10 @@ import Synchronization
 public final class DownloadAttempt: BodySink {
     /// Why an attempt did not place its file. The scheduler's retry policy decides what follows.
     public enum Failure: Sendable, Equatable, CustomStringConvertible {
-        /// A non-2xx answer (its body was not kept). `retryAfter` is the raw header.
-        case http(status: Int, retryAfter: String?)
+        /// A non-2xx answer (its body was not kept). `retryAfter` is the raw header; `answeredBy`,
+        /// the host key of the server that sent it when a redirect led to another host than the
+        /// job's and the answer asks for a wait (its Retry-After is that host's, not the job's).
+        case http(status: Int, retryAfter: String?, answeredBy: String? = nil)
         /// Stall, timeout, reset mid-body, truncated…
         case transport(String)
         /// Nothing of a response arrived (refused, DNS, connect timeout, TLS handshake, closed
@@ -61,7 +63,7 @@ public final class DownloadAttempt: BodySink {
 
         public var description: String {
             switch self {
-            case .http(let status, _): return "HTTP \(status) \(HTTPStatus.reason(status))"
+            case .http(let status, _, _): return "HTTP \(status) \(HTTPStatus.reason(status))"
             case .transport(let why), .unreachable(let why), .badRedirect(let why), .encoding(let why), .mustRestart(let why),
                  .length(let why), .disk(let why), .unsafeDestination(let why), .refused(let why), .local(_, let why),
                  .tempInUse(let why):
@@ -177,11 +179,16 @@ public final class DownloadAttempt: BodySink {
     ///   temp file under the name: false only when none can have (the job's first try, see
     ///   `Lease.firstTry`, with no validator or bytes recorded), so the download starts unnamed
     ///   without looking.
+    /// The job's host key (`HTTPURL.hostKey`): an answer asking for a wait from another host, a
+    /// redirect's, names that host (`Failure.http`'s `answeredBy`).
+    private let jobHost: String?
+
     public init(temp: TempFile, expectedChecksum: Checksum?, storedValidator: Validator?, storedTotal: Int64?,
                 recordSHA256: Bool = false, conditional: Conditional? = nil, unnamed: Bool = false,
-                lookForEarlier: Bool = true,
+                lookForEarlier: Bool = true, jobHost: String? = nil,
                 onAccepted: @escaping @Sendable (Snapshot) -> Void = { _ in }) throws {
         self.onAccepted = onAccepted
+        self.jobHost = jobHost
         self.temp = temp
         self.expectedChecksum = expectedChecksum
         let (descriptor, existing, isUnnamed) = try temp.open(unnamed: unnamed, lookForEarlier: lookForEarlier)
@@ -260,7 +267,11 @@ public final class DownloadAttempt: BodySink {
                 state.metadata = ResponseMetadata(etag: head["etag"], lastModified: head["last-modified"],
                                                   contentType: head["content-type"], finalURL: head.url?.absoluteString)
             }
-            if let failure = decide(head, &state) {
+            if var failure = decide(head, &state) {
+                if case .http(let status, let retryAfter?, nil) = failure, let jobHost, let url = head.url,
+                   let answered = try? HTTPURL(url.absoluteString).hostKey, answered != jobHost {
+                    failure = .http(status: status, retryAfter: retryAfter, answeredBy: answered)
+                }
                 state.failure = failure
                 state.mode = .stopped
                 return nil
