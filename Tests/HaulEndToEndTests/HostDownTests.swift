@@ -64,6 +64,34 @@ final class HostDownTests: XCTestCase {
         XCTAssertTrue(reasons.count == 1 && reasons.first?.hasPrefix("host unreachable: no answer: stalled") == true, "\(reasons)")
     }
 
+    /// A job on A redirected to B, where nothing listens: B's refusal is that job's failure, not
+    /// A's: A's other jobs are not paused or failed as "host unreachable" (with --max-attempts 1,
+    /// the one refusal failed all of them). Both transports.
+    func testARedirectToADeadHostIsNotTheJobsHostBeingDown() throws {
+        for transport in ["curl", "urlsession"] {
+            let h = try RunHarness(self)
+            let a = try FaultServer(host: "127.0.0.1")
+            let gone = try FaultServer(host: "127.0.0.2")
+            let deadURL = gone.url("/x.bin").absoluteString
+            gone.stop()
+            defer { a.stop() }
+            let data = runTestData(2_000, seed: 12)
+            a.route("/moved.bin", FaultServer.Response.redirect(to: deadURL))
+            a.setFallback(FaultServer.file(data))
+            try h.add([a.url("/moved.bin").absoluteString] + (1...10).map { a.url("/a\($0).bin").absoluteString })
+
+            let result = try h.run(["run", "--json", "-j", "1", "--per-host", "1", "--max-attempts", "1", "--transport", transport])
+
+            XCTAssertEqual(result.status, 1, "\(transport): \(result.stderrText)")
+            let counts = try h.counts()
+            XCTAssertEqual(counts["done"], 10, "\(transport): A's own jobs: \(result.stdoutText)")
+            XCTAssertEqual(counts["failed"], 1, transport)
+            let failed = result.stdoutLines.compactMap(runTestJSON).filter { $0["event"] as? String == "failed" }
+            let reason = failed.first?["reason"] as? String ?? ""
+            XCTAssertTrue(reason.contains("where a redirect led") && !reason.contains("host unreachable"), "\(transport): \(reason)")
+        }
+    }
+
     /// A host that hangs up on its first five requests, then answers: the first round at the
     /// cap counts once, the probes find it back, and every job is done on one counted attempt.
     func testAHostThatComesBackCostsItsJobsNoAttempts() throws {

@@ -51,6 +51,23 @@ public struct RedirectPolicy: Sendable {
         return nil
     }
 
+    /// A failure of a fetch that ended at `current`, as the engine should read it: one that
+    /// says a host cannot be reached (or never answered) is the job's host's only when that host
+    /// is the one that failed. After a redirect to another host it is a failure of this job's
+    /// way there, tried again by this job with backoff: the job's own host answered, and its
+    /// other jobs should not wait for it or fail as "host unreachable".
+    public func failureAtEnd(_ failure: FetchFailure, current: URL?) -> FetchFailure {
+        guard hops > 0, let current, current.host?.lowercased() != start.host?.lowercased() || current.port != start.port else {
+            return failure
+        }
+        let place = "at \(HTTPURL.redact(current.absoluteString)), where a redirect led"
+        switch failure {
+        case .unreachable(let why): return .transport("\(why) (\(place))")
+        case .stalled, .timedOut: return .transport("\(failure.description) (\(place))")
+        default: return failure
+        }
+    }
+
     private var visited: Set<String>
     public private(set) var hops = 0
     /// The URL the fetch began with: its origin alone gets the credential headers.

@@ -323,14 +323,16 @@ final class CurlEasyTransfer: @unchecked Sendable {
             dropped = 0
             return .redirect(target)
         }
-        if let failure = failure ?? stopped { return .finished(FetchResult(head: head, failure: failure)) }
+        if let failure = failure ?? stopped {
+            return .finished(FetchResult(head: head, failure: head == nil ? redirects.failureAtEnd(failure, current: url) : failure))
+        }
         if code == CURLE_OK {
             guard head != nil else { return .finished(FetchResult(head: nil, failure: .transport("the server sent no response"))) }
             return .finished(FetchResult(head: head, failure: nil))
         }
         let failure = CurlFailure.failure(code, message: easy?.errorMessage ?? "",
                                           osErrno: easy?.info(CURLINFO_OS_ERRNO) ?? 0, responded: head != nil)
-        return .finished(FetchResult(head: head, failure: failure))
+        return .finished(FetchResult(head: head, failure: head == nil ? redirects.failureAtEnd(failure, current: url) : failure))
     }
 
     private static func nanoseconds(_ seconds: TimeInterval) -> UInt64 {

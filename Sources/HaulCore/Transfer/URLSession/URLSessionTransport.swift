@@ -301,6 +301,9 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
             // response never reaches `didReceive response`.
             failure = .badRedirect("redirect (HTTP \(http.statusCode)) without a usable Location")
         }
+        if let known = failure, entry.head == nil {
+            failure = entry.trail.failureAtEnd(known, current: task.currentRequest?.url)
+        }
         entry.continuation.resume(returning: .finished(FetchResult(head: entry.head, failure: failure)))
     }
 
