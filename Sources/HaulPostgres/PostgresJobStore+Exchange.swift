@@ -195,12 +195,13 @@ extension PostgresJobStore {
     /// Hands back the running jobs whose lease ended by `$1`, their attempts not counted (see the
     /// SQLite queue's `expireLeases`): kills cannot use up a job's attempts, not even those of
     /// jobs claimed ahead and never requested. A job that never makes progress fails once its
-    /// lease was lost `Lease.lostLeaseLimit` times.
+    /// lease was lost `Lease.lostLeaseLimit(maxAttempts:)` times.
     static let expireLeasesSQL = """
             WITH expired AS (
                 SELECT id, lease_token, received_bytes, attempts, attempt_started_at, attempt_start_bytes, updated_at,
                     received_bytes > coalesce(attempt_start_bytes, received_bytes) AS progressed,
-                    received_bytes <= coalesce(attempt_start_bytes, received_bytes) AND lost_leases + 1 >= \(Lease.lostLeaseLimit) AS last_loss
+                    received_bytes <= coalesce(attempt_start_bytes, received_bytes)
+                        AND lost_leases + 1 >= greatest(\(Lease.lostLeaseFloor), 2 * max_attempts) AS last_loss
                 FROM jobs WHERE state = 'running' AND lease_expires_at <= $1 FOR UPDATE SKIP LOCKED
             ),
             -- The open attempts' records, written now (their bytes: those gained since they began).
@@ -218,7 +219,8 @@ extension PostgresJobStore {
             UPDATE jobs j SET
                 attempts = j.attempts - CASE WHEN e.last_loss THEN 0 ELSE 1 END,
                 state = CASE WHEN e.last_loss THEN 'failed' ELSE 'queued' END,
-                last_error = CASE WHEN e.last_loss THEN '\(Lease.lostLeasesReason)' ELSE j.last_error END,
+                last_error = CASE WHEN e.last_loss
+                    THEN '\(Lease.lostLeasesReasonStart)' || (j.lost_leases + 1) || '\(Lease.lostLeasesReasonEnd)' ELSE j.last_error END,
                 finished_at = CASE WHEN e.last_loss THEN $1 ELSE NULL END,
                 lost_leases = j.lost_leases + CASE WHEN e.progressed THEN 0 ELSE 1 END,
                 lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $1

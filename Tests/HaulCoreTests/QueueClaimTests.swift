@@ -167,7 +167,7 @@ final class QueueClaimTests: XCTestCase {
     }
 
     /// A lease lost on the last attempt, before any progress, does not fail the job: that
-    /// attempt is not counted, and the job is claimed again (`Lease.lostLeaseLimit` bounds it).
+    /// attempt is not counted, and the job is claimed again (`Lease.lostLeaseLimit(maxAttempts:)` bounds it).
     func testALeaseExpiringOnTheLastAttemptWithoutProgressGivesTheJobBack() throws {
         let clock = TestClock()
         let (queue, directory) = try makeQueue(clock: clock)

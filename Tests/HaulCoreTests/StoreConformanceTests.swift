@@ -377,25 +377,28 @@ import Testing
 
     /// A lease that expires before its job made progress counts no attempt, even the last one (a
     /// worker killed with jobs claimed ahead, which no server saw): the job goes back to the
-    /// queue. A job whose lease is lost so `Lease.lostLeaseLimit` times (one that stops its
+    /// queue. A job whose lease is lost so `Lease.lostLeaseLimit` times (twice its attempts, at
+    /// least 10: one that stops its
     /// worker every time) fails, that last attempt counted, with a reason that says so.
     @Test(arguments: StoreKind.allCases) func aLeaseExpiringWithoutProgressCountsNoAttemptUntilTheLimit(_ kind: StoreKind) throws {
         let fixture = try StoreFixture(kind)
         let queue = try fixture.open()
         let id = try #require(try fixture.add(["https://a.example/1"], to: queue, maxAttempts: 1).first?.jobID)
-        for loss in 1...Lease.lostLeaseLimit {
+        let limit = Lease.lostLeaseLimit(maxAttempts: 1)
+        #expect(limit == 10 && Lease.lostLeaseLimit(maxAttempts: 30) == 60)
+        for loss in 1...limit {
             #expect(try queue.exchange(request("m/1/1", claim: 1, lease: 1_000)).claimed.map(\.jobID) == [id], "loss \(loss)")
             fixture.advance(by: 2_000)
             _ = try queue.exchange(request("m/2/2"))  // the lease expiry is swept here
             let job = try #require(try queue.job(id: id))
-            if loss < Lease.lostLeaseLimit {
+            if loss < limit {
                 #expect(job.state == .queued && job.attempts == 0, "loss \(loss): \(job)")
             } else {
-                #expect(job.state == .failed && job.attempts == 1 && job.lastError == Lease.lostLeasesReason, "\(job)")
+                #expect(job.state == .failed && job.attempts == 1 && job.lastError == Lease.lostLeasesReason(times: limit), "\(job)")
             }
         }
         let attempts = try queue.attempts(jobID: id)
-        #expect(attempts.map(\.wasCounted) == Array(repeating: false, count: Lease.lostLeaseLimit - 1) + [true], "\(attempts)")
+        #expect(attempts.map(\.wasCounted) == Array(repeating: false, count: limit - 1) + [true], "\(attempts)")
         #expect(attempts.allSatisfy { $0.error?.contains("lease expired") == true }, "\(attempts)")
         // Queued again by retry: the count starts over.
         try queue.retryAllFailed()
@@ -414,7 +417,8 @@ import Testing
         let queue = try fixture.open()
         let ids = try fixture.add(["https://a.example/1", "https://a.example/2"], to: queue, maxAttempts: 1).compactMap(\.jobID)
         try queue.setHostCap(2, host: nil)
-        for round in 1...(Lease.lostLeaseLimit + 2) {
+        let limit = Lease.lostLeaseLimit(maxAttempts: 1)
+        for round in 1...(limit + 2) {
             let claimed = try queue.exchange(request("m/1/1", claim: 2, lease: 1_000)).claimed
             let progressing = try #require(claimed.first { $0.jobID == ids[0] }, "round \(round): job 1 was not claimed")
             var report = request("m/1/1")
@@ -426,10 +430,10 @@ import Testing
             #expect(job.state == .queued && job.attempts == 0 && job.receivedBytes == 1_000_000 * round, "round \(round): \(job)")
         }
         let attempts = try queue.attempts(jobID: ids[0])
-        #expect(attempts.count == Lease.lostLeaseLimit + 2 && attempts.allSatisfy { !$0.wasCounted }, "\(attempts)")
+        #expect(attempts.count == limit + 2 && attempts.allSatisfy { !$0.wasCounted }, "\(attempts)")
         #expect(attempts.allSatisfy { $0.error?.contains("lease expired") == true && $0.bytes == 1_000_000 }, "\(attempts)")
         let idle = try #require(try queue.job(id: ids[1]))
-        #expect(idle.state == .failed && idle.attempts == 1 && idle.lastError == Lease.lostLeasesReason, "\(idle)")
+        #expect(idle.state == .failed && idle.attempts == 1 && idle.lastError == Lease.lostLeasesReason(times: limit), "\(idle)")
     }
 
     @Test(arguments: StoreKind.allCases) func deadOwnersLoseTheirJobsAndSlotsAtOnce(_ kind: StoreKind) throws {

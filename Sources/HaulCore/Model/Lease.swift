@@ -32,14 +32,23 @@ public struct Lease: Sendable, Equatable {
     public var triedOnce: Lease { firstTry ? Lease(box: box, token: token, firstTry: false) : self }
 
     /// How many times a job's lease may expire before it made any progress (its worker stopped
-    /// without reporting, and no byte more was recorded) before the job fails. Such expiries
-    /// count no attempt: a worker killed again and again (a restart loop, the OOM killer) takes
-    /// down the jobs it had claimed ahead, which no server ever saw. This bound ends a job that
-    /// stops its worker every time.
-    public static let lostLeaseLimit = 10
+    /// without reporting, and no byte more was recorded) before the job fails: twice its
+    /// attempts, and at least `lostLeaseFloor`. Such expiries count no attempt: a worker killed
+    /// again and again (a restart loop, the OOM killer) takes down the jobs it had claimed
+    /// ahead, which no server ever saw, and a slow file whose progress was not yet recorded.
+    /// This bound ends a job that stops its worker every time.
+    public static func lostLeaseLimit(maxAttempts: Int) -> Int { max(lostLeaseFloor, 2 * maxAttempts) }
 
-    /// The reason a job failed on reaching `lostLeaseLimit`.
-    public static let lostLeasesReason = "its worker stopped without reporting (lease expired) \(lostLeaseLimit) times while holding it, never with progress: a job that stops haul, or haul stopped again and again"
+    /// The least `lostLeaseLimit`.
+    public static let lostLeaseFloor = 10
+
+    /// The reason a job fails with on reaching `lostLeaseLimit` (`times` expiries); the stores
+    /// write the same words.
+    public static func lostLeasesReason(times: Int) -> String {
+        lostLeasesReasonStart + String(times) + lostLeasesReasonEnd
+    }
+    public static let lostLeasesReasonStart = "its worker stopped without reporting (lease expired) "
+    public static let lostLeasesReasonEnd = " times while holding it, never with progress: a job that stops haul, or haul stopped again and again"
 
     public static func == (a: Lease, b: Lease) -> Bool {
         a.token == b.token && (a.box === b.box || a.box.job == b.box.job)

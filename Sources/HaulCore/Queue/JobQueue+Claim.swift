@@ -136,7 +136,7 @@ extension JobQueue {
     /// not the job's doing. A job claimed ahead by a worker that was killed was never requested
     /// at all (before, a restart loop spent five attempts of jobs no server saw), and one whose
     /// bytes grew past those its attempt began from (a large file coming in) resumes. Only a job
-    /// that never makes progress, its lease lost `Lease.lostLeaseLimit` times (`lost_leases`),
+    /// that never makes progress, its lease lost `Lease.lostLeaseLimit(maxAttempts:)` times (`lost_leases`),
     /// fails: one that stops its worker every time still ends. Its last attempt is then counted.
     func expireLeases(now: Int) throws {
         // The jobs whose lease expired (few, found through the jobs_running index): counted
@@ -147,7 +147,7 @@ extension JobQueue {
         // Whether the job's bytes grew past those its open attempt began from (NULL for an
         // attempt opened before that was recorded: no progress). The record is written now.
         let progressed = "received_bytes > coalesce(attempt_start_bytes, received_bytes)"
-        let lastLoss = "(NOT (\(progressed)) AND lost_leases + 1 >= \(Lease.lostLeaseLimit))"
+        let lastLoss = "(NOT (\(progressed)) AND lost_leases + 1 >= max(\(Lease.lostLeaseFloor), 2 * max_attempts))"
         try database.run("""
             INSERT OR FAIL INTO attempts (job_id, number, lease_token, started_at, finished_at, error, bytes)
             SELECT id, attempts, lease_token, coalesce(attempt_started_at, updated_at), ?1,
@@ -162,7 +162,8 @@ extension JobQueue {
             UPDATE OR FAIL jobs SET
                 attempts = attempts - CASE WHEN \(lastLoss) THEN 0 ELSE 1 END,
                 state = CASE WHEN \(lastLoss) THEN 'failed' ELSE 'queued' END,
-                last_error = CASE WHEN \(lastLoss) THEN '\(Lease.lostLeasesReason)' ELSE last_error END,
+                last_error = CASE WHEN \(lastLoss)
+                    THEN '\(Lease.lostLeasesReasonStart)' || (lost_leases + 1) || '\(Lease.lostLeasesReasonEnd)' ELSE last_error END,
                 finished_at = CASE WHEN \(lastLoss) THEN ?1 ELSE NULL END,
                 lost_leases = lost_leases + CASE WHEN \(progressed) THEN 0 ELSE 1 END,
                 lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1
