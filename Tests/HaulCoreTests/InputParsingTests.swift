@@ -40,6 +40,11 @@ final class InputParsingTests: XCTestCase {
         }
         XCTAssertEqual(try HTTPURL("http://010.0.0.1/x").hostKey, "8.0.0.1:80", "a leading 0 is octal, as inet_aton reads it")
         XCTAssertEqual(try HTTPURL("http://1.2.3.4/x").hostKey, "1.2.3.4:80")
+        // As a user types a host to filter by (`haul list --host`).
+        XCTAssertEqual(HTTPURL.canonicalHost("127.1:8080"), "127.0.0.1:8080")
+        XCTAssertEqual(HTTPURL.canonicalHost("0x7F.1"), "127.0.0.1")
+        XCTAssertEqual(HTTPURL.canonicalHost("Example.ORG.:443"), "example.org:443")
+        XCTAssertEqual(HTTPURL.canonicalHost("[::1]:80"), "[::1]:80")
         for name in ["localhost", "a1.example", "1e3", "1.2.3.4.5", "256.1.1.1", "1.2.3.0x100", "08.1.1.1", "1..2", "host-1"] {
             XCTAssertEqual(try? HTTPURL("http://\(name)/x").hostKey, try? HTTPURL("http://\(name)/x").host + ":80", name)
             XCTAssertEqual((try? HTTPURL("http://\(name)/x"))?.host, (try? HTTPURL("http://\(name)/x")).map { _ in name.lowercased() }, name)

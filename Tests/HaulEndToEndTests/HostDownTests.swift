@@ -40,28 +40,50 @@ final class HostDownTests: XCTestCase {
         XCTAssertEqual(h.tempFiles(), [])
     }
 
-    /// A host that accepts connections and never answers (each request silent past `--stall`):
-    /// the host's fault as a refusal is, so it is probed, not tried by each of its 40 jobs.
-    func testASilentHostIsProbedNotTriedByEveryJob() throws {
+    /// A host whose connections never open (SYNs dropped, as behind a firewall): no request can
+    /// be sent within `--stall`, which is the host's fault as a refusal is, so it is probed,
+    /// not tried by each of its 40 jobs: they fail together, quickly, with one reason.
+    func testAHostThatNeverConnectsIsProbedNotTriedByEveryJob() throws {
         let h = try RunHarness(self)
-        let silent = try FaultServer(host: "127.0.0.1")
-        defer { silent.stop() }
-        silent.setFallback { _ in
-            var response = FaultServer.Response.ok(Data("late".utf8))
-            response.delayBeforeHeaders = 30
-            return response
-        }
-        try h.add((1...40).map { silent.url("/s\($0).bin").absoluteString })
+        let black = try FullBacklogListener(host: "127.0.0.5")
+        defer { black.close() }
+        try h.add((1...40).map { black.url("/s\($0).bin").absoluteString })
 
+        let started = Date()
         let result = try h.run(["run", "--json", "--max-attempts", "2", "--per-host", "4", "--stall", "0.5"], timeout: 60)
 
         XCTAssertEqual(result.status, 1, result.stderrText)
         XCTAssertEqual(try h.counts()["failed"], 40)
-        let requests = silent.requestCount()
-        XCTAssertLessThanOrEqual(requests, 4 + 2, "a first round at the cap, then one probe at a time: \(requests) requests")
+        // Job by job: 40 jobs × 2 attempts × 0.5 s over 4 at once, 10 s; by the host: a round
+        // at the cap, then probes one at a time after 1 s of backoff.
+        XCTAssertLessThan(Date().timeIntervalSince(started), 6, "the jobs were tried one by one")
         let reasons = Set(result.stdoutLines.compactMap(runTestJSON).filter { $0["event"] as? String == "failed" }
             .compactMap { $0["reason"] as? String })
-        XCTAssertTrue(reasons.count == 1 && reasons.first?.hasPrefix("host unreachable: no answer: stalled") == true, "\(reasons)")
+        XCTAssertTrue(reasons.count == 1 && reasons.first?.hasPrefix("host unreachable: no connection within 0.5 s") == true, "\(reasons)")
+    }
+
+    /// One path of a host that takes the request and never answers stalls its own job only:
+    /// the host answered, so its other jobs are done (with --max-attempts 1, a stall taken for
+    /// the host being down failed all of them).
+    func testASilentPathIsItsJobsStallNotItsHostBeingDown() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let data = runTestData(2_000, seed: 14)
+        server.route("/silent.bin") { _ in
+            var response = FaultServer.Response.ok(Data("late".utf8))
+            response.delayBeforeHeaders = 30
+            return response
+        }
+        server.setFallback(FaultServer.file(data))
+        try h.add([server.url("/silent.bin").absoluteString] + (1...10).map { server.url("/f\($0).bin").absoluteString })
+
+        let result = try h.run(["run", "--json", "-j", "1", "--per-host", "1", "--max-attempts", "1", "--stall", "0.5"], timeout: 60)
+
+        XCTAssertEqual(result.status, 1, result.stderrText)
+        XCTAssertEqual(try h.counts()["done"], 10, result.stdoutText)
+        let failed = result.stdoutLines.compactMap(runTestJSON).filter { $0["event"] as? String == "failed" }
+        XCTAssertTrue(failed.count == 1 && (failed.first?["reason"] as? String ?? "").contains("stalled"), "\(failed)")
     }
 
     /// A job on A redirected to B, where nothing listens: B's refusal is that job's failure, not

@@ -659,8 +659,8 @@ struct EngineCore {
                                               now: Date(timeIntervalSince1970: Double(now) / 1000))
         let kept = snapshot ?? DownloadAttempt.Snapshot(bytesOnDisk: 0, expectedTotal: nil, validator: nil)
         if status != nil || failure.isAnswer { hosts[job.hostID]?.downFailures = 0 }  // it answered
-        // An overload said by another host (a redirect's) is not the job's host's.
-        if case .http(let code, _, nil) = failure, code == 429 || code == 503 { overloaded(job.hostID) }
+        // (An overload said by a redirect's host slows the job's host too: its jobs lead there.)
+        if case .http(let code, _, _) = failure, code == 429 || code == 503 { overloaded(job.hostID) }
         switch decision {
         case .release:
             queue(.release(jobID: job.id, token: lease.token, reason: Self.stopped,
@@ -685,16 +685,21 @@ struct EngineCore {
             }
             if let pauseHost {
                 let until = now + Int(pauseHost * 1000)
-                // The host that asked for the wait: a redirect's, when it led elsewhere (the
-                // queue pauses it for every worker and every job on it); else the job's.
-                var asking = job.host
-                if case .http(_, _, let answeredBy?) = failure { asking = answeredBy }
-                pauses.append(HostPause(host: asking, until: until, reason: "Retry-After from \(failure.description)"))
-                if asking == job.host {
-                    let current = hosts[job.hostID]?.pausedUntil ?? 0
-                    hosts[job.hostID, default: Host()].pausedUntil = max(current, until)
+                // The host that asked for the wait is paused for every worker and every job on
+                // it: a redirect's, when it led elsewhere, and then the job's host too, whose
+                // jobs lead there (requests that reach a host by a redirect are not held back by
+                // its own pause).
+                if case .http(_, _, let answeredBy?) = failure {
+                    pauses.append(HostPause(host: answeredBy, until: until, reason: "Retry-After from \(failure.description)"))
+                    actions.append(.report(.hostPaused(host: answeredBy, seconds: pauseHost, reason: "Retry-After after \(failure.description)")))
+                    pauses.append(HostPause(host: job.host, until: until, reason: "Retry-After from \(answeredBy), where it redirects: \(failure.description)"))
+                    actions.append(.report(.hostPaused(host: job.host, seconds: pauseHost, reason: "its jobs are redirected to \(answeredBy), which sent Retry-After after \(failure.description)")))
+                } else {
+                    pauses.append(HostPause(host: job.host, until: until, reason: "Retry-After from \(failure.description)"))
+                    actions.append(.report(.hostPaused(host: job.host, seconds: pauseHost, reason: "Retry-After after \(failure.description)")))
                 }
-                actions.append(.report(.hostPaused(host: asking, seconds: pauseHost, reason: "Retry-After after \(failure.description)")))
+                let current = hosts[job.hostID]?.pausedUntil ?? 0
+                hosts[job.hostID, default: Host()].pausedUntil = max(current, until)
             }
             queue(.retry(jobID: job.id, token: lease.token, at: now + Int(delay * 1000), status: status,
                          error: failure.description, progress: progress), item, now: now)

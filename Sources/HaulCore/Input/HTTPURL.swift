@@ -191,6 +191,20 @@ public struct HTTPURL: Sendable, Equatable {
         return "\(address >> 24).\((address >> 16) & 255).\((address >> 8) & 255).\(address & 255)"
     }
 
+    /// A host or `host:port` as a user types it (`haul list --host 127.1:8080`), keyed as the
+    /// queue keys hosts: lower-cased, an IPv4 address in dotted decimal.
+    public static func canonicalHost(_ text: String) -> String {
+        var text = text.lowercased()
+        var port = ""
+        if let colon = text.lastIndex(of: ":"), !text.hasPrefix("[") {
+            port = String(text[colon...])
+            text = String(text[..<colon])
+        }
+        if text.count > 1, text.hasSuffix(".") { text.removeLast() }
+        let address = text.utf8.withContiguousStorageIfAvailable { ipv4Address($0[...]) } ?? nil
+        return (address ?? text) + port
+    }
+
     /// Whether `bytes` spell `word` (lower-case ASCII) in any case.
     private static func equalsIgnoringASCIICase(_ bytes: Slice<UnsafeBufferPointer<UInt8>>, _ word: StaticString) -> Bool {
         guard bytes.count == word.utf8CodeUnitCount else { return false }

@@ -458,11 +458,6 @@ public final class DownloadAttempt: BodySink {
             case .cancelled: return fail(.cancelled, status)
             case .untrusted(let why), .unsupported(let why): return fail(.refused(why), status)
             case .unreachable(let why): return fail(.unreachable(why), status)
-            case .stalled where status == nil, .timedOut where status == nil:
-                // Not a byte of an answer in all that time (a connection that never opens, a
-                // server that accepts and stays silent): the host's fault, as a refusal is; its
-                // jobs wait for it, and it is probed, not tried by every job.
-                return fail(.unreachable("no answer: \(fetchFailure.description)"), status)
             case .stalled, .timedOut, .transport, .rejected:
                 return fail(.transport(fetchFailure.description), status)
             }

@@ -57,7 +57,10 @@ public struct RedirectPolicy: Sendable {
     /// way there, tried again by this job with backoff: the job's own host answered, and its
     /// other jobs should not wait for it or fail as "host unreachable".
     public func failureAtEnd(_ failure: FetchFailure, current: URL?) -> FetchFailure {
-        guard hops > 0, let current, current.host?.lowercased() != start.host?.lowercased() || current.port != start.port else {
+        // Hosts as the queue keys them (`http://a/` and `http://a:80/`, `127.1` and `127.0.0.1`
+        // are one host).
+        guard hops > 0, let current,
+              (try? HTTPURL(current.absoluteString).hostKey) != (try? HTTPURL(start.absoluteString).hostKey) else {
             return failure
         }
         let place = "at \(HTTPURL.redact(current.absoluteString)), where a redirect led"

@@ -180,7 +180,7 @@ public enum FetchFailure: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Whole seconds as such ("60"), a fraction as given ("0.5", where `Int` said "0").
-    private static func seconds(_ value: TimeInterval) -> String {
+    static func seconds(_ value: TimeInterval) -> String {
         value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(format: "%g", value)
     }
 }

@@ -29,7 +29,7 @@ enum ListCommand: Command {
             guard !host.isEmpty, !host.contains("/") else {
                 throw UsageError(message: "--host takes a host (example.org) or host:port (example.org:443), not '\(host)'", spec: spec)
             }
-            filter.host = host
+            filter.host = HTTPURL.canonicalHost(host)
         }
         var limit = 100
         if let text = arguments.value("--limit") {

@@ -44,7 +44,7 @@ enum RefreshCommand: Command {
             }
         }
         if all {
-            var filter = JobFilter(state: .done, host: arguments.value("--host"), limit: 1000)
+            var filter = JobFilter(state: .done, host: arguments.value("--host").map(HTTPURL.canonicalHost), limit: 1000)
             while true {
                 let page = try queue.list(filter)
                 var refetches: [Refetch] = []

@@ -127,7 +127,9 @@ final class CurlEasyTransfer: @unchecked Sendable {
             easy.set(CURLOPT_NETRC_FILE, netrc)
         }
         if connection.perHostRate != nil {
-            hostKey = "\(url.host?.lowercased() ?? ""):\(url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80))"
+            // As the queue keys hosts (an IPv4 address in any spelling is one host).
+            hostKey = (try? HTTPURL(url.absoluteString).hostKey)
+                ?? "\(url.host?.lowercased() ?? ""):\(url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80))"
         }
         // No CURLOPT_ACCEPT_ENCODING: bytes are never decoded, and identity is asked for.
         var lines = ["Accept-Encoding: identity"]
@@ -323,7 +325,14 @@ final class CurlEasyTransfer: @unchecked Sendable {
             dropped = 0
             return .redirect(target)
         }
-        if let failure = failure ?? stopped {
+        if var failure = failure ?? stopped {
+            // Out of time before the request could even be sent (libcurl's pre-transfer time is
+            // 0: no connection, or no TLS session, in all that time): the host cannot be
+            // reached, as when it refuses. A connection that took the request and stayed silent
+            // is this request's stall, not the host's (one slow path must not fail the rest).
+            if head == nil, case .stalled(let seconds) = failure, easy?.offsetInfo(CURLINFO_PRETRANSFER_TIME_T) == 0 {
+                failure = .unreachable("no connection within \(FetchFailure.seconds(seconds)) s")
+            }
             return .finished(FetchResult(head: head, failure: head == nil ? redirects.failureAtEnd(failure, current: url) : failure))
         }
         if code == CURLE_OK {

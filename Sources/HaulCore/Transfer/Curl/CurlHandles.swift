@@ -67,6 +67,12 @@ final class CurlEasy {
         return haul_easy_getinfo_long(raw, item, &value) == CURLE_OK ? value : 0
     }
 
+    /// A `curl_off_t` item (the `*_TIME_T` timings, in microseconds); 0 when not known.
+    func offsetInfo(_ item: CURLINFO) -> Int64 {
+        var value: curl_off_t = 0
+        return haul_easy_getinfo_offset(raw, item, &value) == CURLE_OK ? Int64(value) : 0
+    }
+
     /// The transfer object stored with CURLOPT_PRIVATE.
     static func privatePointer(of raw: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? {
         var value: UnsafeMutableRawPointer?
