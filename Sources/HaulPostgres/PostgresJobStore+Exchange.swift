@@ -222,7 +222,7 @@ extension PostgresJobStore {
                 last_error = CASE WHEN e.last_loss
                     THEN '\(Lease.lostLeasesReasonStart)' || (j.lost_leases + 1) || '\(Lease.lostLeasesReasonEnd)' ELSE j.last_error END,
                 finished_at = CASE WHEN e.last_loss THEN $1 ELSE NULL END,
-                lost_leases = j.lost_leases + CASE WHEN e.progressed THEN 0 ELSE 1 END,
+                lost_leases = CASE WHEN e.progressed THEN 0 ELSE j.lost_leases + 1 END,
                 lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $1
             -- "= ANY(ARRAY(…))" beside the join: the exchange runs on generic plans, which expect a
             -- third of the running jobs to have expired and may then hash the whole jobs table;

@@ -408,6 +408,25 @@ import Testing
         #expect(try queue.job(id: id)?.state == .queued)
     }
 
+    /// The limit counts losses in a row: one after progress starts the count again.
+    @Test(arguments: StoreKind.allCases) func aLeaseLostAfterProgressStartsTheCountAgain(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let queue = try fixture.open()
+        let id = try #require(try fixture.add(["https://a.example/1"], to: queue, maxAttempts: 1).first?.jobID)
+        let limit = Lease.lostLeaseLimit(maxAttempts: 1)
+        for loss in 1...(2 * limit - 2) {  // without the progress at loss 9, the tenth fails it
+            let claimed = try #require(try queue.exchange(request("m/1/1", claim: 1, lease: 1_000)).claimed.first, "loss \(loss)")
+            if loss == limit - 1 {
+                var report = request("m/1/1")
+                report.progress = [Progress(jobID: id, token: claimed.token, receivedBytes: 5_000, expectedBytes: 90_000_000)]
+                _ = try queue.exchange(report)
+            }
+            fixture.advance(by: 2_000)
+            _ = try queue.exchange(request("m/2/2"))
+            #expect(try queue.job(id: id)?.state == .queued, "loss \(loss)")
+        }
+    }
+
     /// A lease that expires after its attempt recorded progress (bytes past those it began from:
     /// a worker killed while a large file came in) does not count the attempt either, and does
     /// not bring the job nearer to the lost-lease limit: the job goes back to the queue to

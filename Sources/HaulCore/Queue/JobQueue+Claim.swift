@@ -165,7 +165,7 @@ extension JobQueue {
                 last_error = CASE WHEN \(lastLoss)
                     THEN '\(Lease.lostLeasesReasonStart)' || (lost_leases + 1) || '\(Lease.lostLeasesReasonEnd)' ELSE last_error END,
                 finished_at = CASE WHEN \(lastLoss) THEN ?1 ELSE NULL END,
-                lost_leases = lost_leases + CASE WHEN \(progressed) THEN 0 ELSE 1 END,
+                lost_leases = CASE WHEN \(progressed) THEN 0 ELSE lost_leases + 1 END,
                 lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1
             WHERE state = 'running' AND lease_expires_at <= ?1
             """, now)
