@@ -334,7 +334,8 @@ final class RequestOptionsTests: XCTestCase {
         for output in [fromEnvironment, try haul(h, ["show", "1"]), try haul(h, ["export"])] {
             XCTAssertFalse((output.stdoutText + output.stderrText).contains("S3CRET"), output.stdoutText + output.stderrText)
         }
-        XCTAssertTrue(try haul(h, ["show", "1"]).stdoutText.contains("***@127.0.0.1:9"), "the failure names the proxy, hidden")
+        let shown = try haul(h, ["show", "1"]).stdoutText
+        XCTAssertTrue(shown.contains("***@127.0.0.1:9") && shown.contains("the proxy's URL is not usable"), "the failure names the proxy, hidden: \(shown)")
     }
 
     // MARK: 6. Rate limits

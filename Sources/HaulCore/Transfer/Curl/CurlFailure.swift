@@ -21,6 +21,9 @@ enum CurlFailure {
             return .unreachable("timed out before any answer: \(detail)")
         case CURLE_SSL_CONNECT_ERROR:
             return .unreachable("TLS handshake failed: \(detail)")
+        case CURLE_COULDNT_RESOLVE_PROXY where detail.contains("proxy syntax"):
+            // libcurl says a proxy URL it cannot read (from --proxy or http_proxy) this way too.
+            return .unsupported("the proxy's URL is not usable: \(detail); check --proxy and the *_proxy variables")
         case CURLE_COULDNT_RESOLVE_PROXY:
             return .transport("proxy host not found (DNS): \(detail)")
         case CURLE_PARTIAL_FILE, CURLE_RECV_ERROR, CURLE_SEND_ERROR:
