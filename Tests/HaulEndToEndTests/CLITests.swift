@@ -290,7 +290,8 @@ final class CLITests: XCTestCase {
         let input = Pipe()
         let add = try HaulProcess.start(try haulExecutable(), ["add", "-i", "-", "-d", "out"], currentDirectory: directory.path,
                                         stdinPipe: input)
-        input.fileHandleForWriting.write(Data("https://e.org/1\nhttps://e.org/2\nhttps://e.org/3\n# more to come\n".utf8))
+        // The last line too: held a second for aria2 options that may follow it, then queued.
+        input.fileHandleForWriting.write(Data("https://e.org/1\nhttps://e.org/2\nhttps://e.org/3\n".utf8))
         var queued = 0
         let deadline = Date().addingTimeInterval(10)
         while queued < 3, Date() < deadline {

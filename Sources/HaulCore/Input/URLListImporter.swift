@@ -81,6 +81,11 @@ public struct URLListImporter {
     /// input has nothing more to read, in ms (see `Streaming`).
     static let optionsWait: Int32 = 50
 
+    /// How long `haul add` (no run waiting for its lines) holds a URL line for options that may
+    /// follow it, once the input has nothing more to read, in ms: a program writes a line's
+    /// options with it; a person typing URLs gets each queued a second after it.
+    static let heldLineWait: Int32 = 1_000
+
     /// Lines in a batch at most, after `committed` batches of this import.
     private func batchLimit(committed: Int) -> Int {
         guard let streaming else { return batchSize }
@@ -148,13 +153,13 @@ public struct URLListImporter {
                     // What was read goes to the queue before the reader waits for more (a pipe
                     // or a terminal with nothing more yet: a file never waits), so lines typed
                     // or piped slowly are queued, not held until a batch fills, and a Ctrl-C
-                    // then loses none of them. Streaming: a held URL line's indented aria2
-                    // options come right after it, so it waits for them a moment
-                    // (`optionsWait`) before it goes without them; the lines before it do not
-                    // wait. Not streaming (`haul add`), it stays held for them.
-                    if batch.size > 0 || (streams && record != nil), reader.wouldWait() {
+                    // then loses none of them. A held URL line's indented aria2 options come
+                    // right after it, so it waits for them a moment before it goes without
+                    // them (`optionsWait` when a run waits for it, `heldLineWait` for `haul
+                    // add`); the lines before it do not wait.
+                    if batch.size > 0 || record != nil, reader.wouldWait() {
                         if batch.size > 0 { guard sendBatch() else { return } }
-                        if streams, record != nil, reader.wouldWait(milliseconds: Self.optionsWait) {
+                        if record != nil, reader.wouldWait(milliseconds: streams ? Self.optionsWait : Self.heldLineWait) {
                             takeRecord()
                             guard sendBatch() else { return }
                         }
