@@ -102,6 +102,20 @@ final class RunReporter: Sendable {
         if mode == .terminal { aboveStatusLine(text) } else { write(text + "\n", to: STDERR_FILENO) }
     }
 
+    /// What `haul get`'s import queued, once it ended: a `queued` event with --json (scripts
+    /// count rejected lines there; their reasons go to stderr), a note otherwise (none with
+    /// --quiet).
+    func imported(added: Int, alreadyQueued: Int, rejected: Int) {
+        switch mode {
+        case .quiet: return
+        case .json:
+            write(JSON.object([("event", .string("queued")), ("added", .int(added)), ("already_queued", .int(alreadyQueued)),
+                               ("rejected", .int(rejected))]).text + "\n", to: STDOUT_FILENO)
+        case .terminal, .plain:
+            note("queued: added \(added), already queued \(alreadyQueued), rejected \(rejected)")
+        }
+    }
+
     /// True once `interrupted(signal:)` was called.
     var wasInterrupted: Bool { state.withLock { $0.interrupted } }
 

@@ -323,6 +323,15 @@ final class RunEngineTests: XCTestCase {
         XCTAssertTrue(result.stderrText.contains("haul: stdin:2: invalid URL"), result.stderrText)
         XCTAssertTrue(result.stderrText.contains("queued: added 2, already queued 0, rejected 1"), result.stderrText)
         XCTAssertEqual(try h.counts()["done"], 2)
+
+        // With --json, the same as an event a script can read (the reasons stay on stderr).
+        let list = try h.temp.write("list.txt", Data("not a url either\n\(server.url("/first.bin").absoluteString)\n".utf8))
+        let json = try h.run(["get", "-i", list, "-d", h.out, "--json"])
+        XCTAssertEqual(json.status, 1, json.stderrText)
+        let queued = json.stdoutLines.compactMap(runTestJSON).filter { $0["event"] as? String == "queued" }
+        XCTAssertEqual(queued.count, 1, json.stdoutText)
+        XCTAssertEqual(queued.first?["rejected"] as? Int, 1)
+        XCTAssertEqual(queued.first?["already_queued"] as? Int, 1)
     }
 
     /// Interrupted while its input is still open (the import waiting in a read of the pipe),

@@ -44,7 +44,6 @@ enum GetCommand: Command {
         var runOptions = options
         runOptions.inputOpen = true
         let imported = ImportOutcome()
-        let showSummary = !arguments.flag("--json") && !arguments.flag("--quiet")
         let code = try RunCommand.download(queue: queue, options: runOptions, connection: connection, arguments: arguments,
                                            spec: spec) { engine, reporter in
             prepared.report = { reporter.note($0) }
@@ -66,8 +65,8 @@ enum GetCommand: Command {
                 imported.set(result, early: early)
                 switch result {
                 case .success(let summary):
-                    if showSummary && !stopped() {
-                        reporter.note("queued: added \(summary.added), already queued \(summary.alreadyQueued), rejected \(summary.rejected)")
+                    if !stopped() {
+                        reporter.imported(added: summary.added, alreadyQueued: summary.alreadyQueued, rejected: summary.rejected)
                     }
                 case .failure(let error) where !early && !stopped():
                     // Said when it happens; the run goes on with what was queued, and its exit
