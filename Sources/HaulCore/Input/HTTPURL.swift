@@ -154,7 +154,8 @@ public struct HTTPURL: Sendable, Equatable {
     /// name, an address already in dotted decimal (the common case, kept as written), or
     /// something that is neither (left to fail as a name).
     static func ipv4Address(_ host: Slice<UnsafeBufferPointer<UInt8>>) -> String? {
-        // A name's last label is never a number: most hosts end here, on their first byte.
+        // A name's last label never starts with a digit (a top-level domain is letters): most
+        // hosts end here, after a search back to their last dot.
         guard let last = host.last, isDigit(last) || isAlpha(last) else { return nil }
         let lastDot = host.lastIndex(of: 0x2E).map { $0 + 1 } ?? host.startIndex
         guard isDigit(host[lastDot]) else { return nil }
