@@ -101,10 +101,7 @@ enum RequestOptions {
     /// A --proxy value as an error may show it: its user-info hidden even when it is no URL
     /// (`user:password@host:port`, a password holding '/' or '#').
     static func redactedProxy(_ proxy: String) -> String {
-        let redacted = HTTPURL.redact(proxy)
-        guard let at = redacted.lastIndex(of: "@") else { return redacted }
-        let start = redacted.range(of: "://")?.upperBound ?? redacted.startIndex
-        return at < start ? redacted : redacted[..<start] + "***@" + redacted[redacted.index(after: at)...]
+        HTTPURL.hidingUpToLastAt(HTTPURL.redact(proxy)[...])
     }
 
     /// The connection options of a run.

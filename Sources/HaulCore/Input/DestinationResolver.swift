@@ -25,7 +25,7 @@ public struct DestinationResolver: Sendable {
             case .pathTooLong(let bytes): return "destination path too long (\(bytes) bytes; the limit is 4095)"
             case .emptyOutPath: return "out= names no file"
             case .reservedName(let name): return "file name '\(name)' is reserved for haul's temp files"
-            case .controlCharacter(let byte): return "the path given (out= or dir=) holds a control character (\(byte < 0x80 ? "\\x" : "U+00")\(String(format: "%02X", byte))); file names from a list may not"
+            case .controlCharacter(let byte): return "the path given (out= or dir=) holds a control character (\(DestinationResolver.notation(ofControl: byte))); file names from a list may not"
             }
         }
     }
@@ -40,6 +40,12 @@ public struct DestinationResolver: Sendable {
             previous = byte
         }
         return nil
+    }
+
+    /// A control character as `controlCharacter(in:)` returns it, written for a message: `\x0A`
+    /// for C0 and DEL, `U+0085` for C1 (`byte` the second byte of its UTF-8).
+    public static func notation(ofControl byte: UInt8) -> String {
+        (byte < 0x80 ? "\\x" : "U+00") + String(format: "%02X", byte)
     }
 
     /// How files without `out=` are laid out in the output folder (`--layout`).

@@ -273,7 +273,16 @@ public struct HTTPURL: Sendable, Equatable {
                   text[..<colon].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }) {
             start = text.index(after: colon)
         }
-        return text[..<start] + "***" + text[at...]
+        return hidingUpToLastAt(text[...], from: start)
+    }
+
+    /// `text` with everything from `start` (by default the end of its `://`, else its
+    /// beginning) up to its last "@" shown as "***": for text whose user-info may hold what ends
+    /// an authority for `redact(_:)` (a space, "/", "#"). Unchanged without an "@" after `start`.
+    public static func hidingUpToLastAt(_ text: Substring, from start: Substring.Index? = nil) -> String {
+        guard let at = text.lastIndex(of: "@") else { return String(text) }
+        let start = start ?? text.range(of: "://")?.upperBound ?? text.startIndex
+        return at < start ? String(text) : text[..<start] + "***" + text[at...]
     }
 
     static func isAlpha(_ b: UInt8) -> Bool { (b | 0x20) >= 0x61 && (b | 0x20) <= 0x7A }

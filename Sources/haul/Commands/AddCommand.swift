@@ -138,7 +138,7 @@ enum AddCommand: Command {
         defer { if owned { close(descriptor) } }
         if let folder = arguments.value("--dir") {
             if let control = DestinationResolver.controlCharacter(in: folder.utf8) {
-                throw UsageError(message: "'--dir' holds a control character (\(control < 0x80 ? "\\x" : "U+00")\(String(format: "%02X", control))): it would reach terminals and scripts' lines raw; name the folder without it", spec: spec)
+                throw UsageError(message: "'--dir' holds a control character (\(DestinationResolver.notation(ofControl: control))): it would reach terminals and scripts' lines raw; name the folder without it", spec: spec)
             }
             var info = stat()
             if stat(folder, &info) == 0, (info.st_mode & S_IFMT) != S_IFDIR {

@@ -325,23 +325,23 @@ final class CurlEasyTransfer: @unchecked Sendable {
             dropped = 0
             return .redirect(target)
         }
-        if var failure = failure ?? stopped {
+        if failure == nil, stopped == nil, code == CURLE_OK {
+            guard head != nil else { return .finished(FetchResult(head: nil, failure: .transport("the server sent no response"))) }
+            return .finished(FetchResult(head: head, failure: nil))
+        }
+        var ending = failure ?? stopped ?? CurlFailure.failure(code, message: easy?.errorMessage ?? "",
+                                                             osErrno: easy?.info(CURLINFO_OS_ERRNO) ?? 0, responded: head != nil)
+        if head == nil {
             // Out of time before the request could even be sent (libcurl's pre-transfer time is
             // 0: no connection, or no TLS session, in all that time): the host cannot be
             // reached, as when it refuses. A connection that took the request and stayed silent
             // is this request's stall, not the host's (one slow path must not fail the rest).
-            if head == nil, case .stalled(let seconds) = failure, easy?.offsetInfo(CURLINFO_PRETRANSFER_TIME_T) == 0 {
-                failure = .unreachable("no connection within \(FetchFailure.seconds(seconds)) s")
+            if case .stalled(let seconds) = ending, easy?.offsetInfo(CURLINFO_PRETRANSFER_TIME_T) == 0 {
+                ending = .unreachable("no connection within \(FetchFailure.seconds(seconds)) s")
             }
-            return .finished(FetchResult(head: head, failure: head == nil ? redirects.failureAtEnd(failure, current: url) : failure))
+            ending = redirects.failureAtEnd(ending, current: url)
         }
-        if code == CURLE_OK {
-            guard head != nil else { return .finished(FetchResult(head: nil, failure: .transport("the server sent no response"))) }
-            return .finished(FetchResult(head: head, failure: nil))
-        }
-        let failure = CurlFailure.failure(code, message: easy?.errorMessage ?? "",
-                                          osErrno: easy?.info(CURLINFO_OS_ERRNO) ?? 0, responded: head != nil)
-        return .finished(FetchResult(head: head, failure: head == nil ? redirects.failureAtEnd(failure, current: url) : failure))
+        return .finished(FetchResult(head: head, failure: ending))
     }
 
     private static func nanoseconds(_ seconds: TimeInterval) -> UInt64 {

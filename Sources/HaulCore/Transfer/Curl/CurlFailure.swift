@@ -59,9 +59,7 @@ enum CurlFailure {
         let parts = message.split(separator: "'", omittingEmptySubsequences: false)
         guard parts.count > 2 else { return message }
         return parts.enumerated().map { index, part in
-            guard index % 2 == 1, index < parts.count - 1, let at = part.lastIndex(of: "@") else { return String(part) }
-            let start = part.range(of: "://").map { $0.upperBound } ?? part.startIndex
-            return at < start ? String(part) : part[..<start] + "***" + part[at...]
+            index % 2 == 1 && index < parts.count - 1 ? HTTPURL.hidingUpToLastAt(part) : String(part)
         }.joined(separator: "'")
     }
 }
