@@ -83,8 +83,9 @@ extension PostgresJobStore {
                     .text(ifExists == .skip ? nil : ifExists.rawValue), .int(batch.rootLength)])
                 if let row = row.first {
                     outcomes[index] = .added(jobID: row.int(0))
-                } else if let holder = try rows(Self.holdersSQL, [.ints([key])]).first, holder.string(1) == batch.url(index) {
-                    outcomes[index] = .alreadyQueued(jobID: holder.int(0))
+                } else if let holder = try rows(Self.holdersSQL, [.ints([key])]).first.map(Holder.init) {
+                    let judged = try outcome(of: index, in: batch, heldBy: holder, suffixed: destination)
+                    if JobBatch.isSameJob(judged) { outcomes[index] = judged }
                 }
             }
             // The folders a worker sweeps for orphaned temp files (Migrations/postgres/0002_job_folders.sql),
@@ -119,12 +120,36 @@ extension PostgresJobStore {
         RETURNING id, destination_key
         """
 
-    /// The jobs holding the destination keys `$1`: `id, url, destination, destination_key`.
+    /// The jobs holding the destination keys `$1`: `id, url, destination, destination_key,
+    /// checksum, state`.
     static let holdersSQL = """
-        SELECT j.id, j.url, j.destination, j.destination_key
+        SELECT j.id, j.url, j.destination, j.destination_key, j.checksum, j.state
         FROM job_destinations d JOIN jobs j ON j.id = d.job_id
         WHERE d.destination_key = ANY($1::bigint[])
         """
+
+    /// A row of `holdersSQL`.
+    private struct Holder {
+        var id: Int, url: String, destination: String, key: Int, checksum: String?, state: JobState
+        init(_ row: PostgresRow) {
+            (id, url, destination, key) = (row.int(0), row.string(1), row.string(2), row.int(3))
+            checksum = row.optionalString(4)
+            state = JobState(rawValue: row.string(5)) ?? .queued
+        }
+    }
+
+    /// Entry `index` judged by `holder` (see `JobBatch.outcome`), its destination `suffixed`
+    /// when given; an entry bringing a job that has not started the checksum it lacks gives it,
+    /// unless the job started since it was read (then the line is refused as too late).
+    private func outcome(of index: Int, in batch: JobBatch, heldBy holder: Holder, suffixed: String? = nil) throws -> AddOutcome {
+        let outcome = batch.outcome(of: index, heldBy: holder.id, url: holder.url, destination: holder.destination,
+                                    checksum: holder.checksum, state: holder.state, suffixed: suffixed)
+        guard case .alreadyQueued = outcome, batch.adoptsChecksum(index, held: holder.checksum) else { return outcome }
+        let taken = try rows("""
+            UPDATE jobs SET checksum = $1 WHERE id = $2 AND checksum IS NULL AND state IN ('queued', 'failed', 'cancelled') RETURNING id
+            """, [.text(batch.checksum(index)), .int(holder.id)])
+        return taken.isEmpty ? .rejected(.checksumTooLate(byJob: holder.id, state: .running)) : outcome
+    }
 
     /// Inserts the entries `chunk` (no key twice) with one statement; returns the new ids by key.
     private func insert(_ chunk: [Int], of batch: JobBatch, hostIDs: [Int], maxAttempts: Int, profileID: Int?,
@@ -144,15 +169,19 @@ extension PostgresJobStore {
         var start = 0
         while start < indices.count {
             let chunk = Array(indices[start..<min(start + Self.rowsPerInsert, indices.count)])
-            var holders: [Int: (id: Int, url: String, destination: String)] = [:]
+            var holders: [Int: Holder] = [:]
             for row in try rows(Self.holdersSQL, [.ints(chunk.map { batch.entries[$0].key })]) {
-                holders[row.int(3)] = (row.int(0), row.string(1), row.string(2))
+                let holder = Holder(row)
+                holders[holder.key] = holder
             }
             for index in chunk {
-                guard let holder = holders[batch.entries[index].key] else {
+                let key = batch.entries[index].key
+                guard let holder = holders[key] else {
                     throw PostgresError(kind: .client, message: "destination conflict without a holder", sql: nil)
                 }
-                outcomes[index] = batch.outcome(of: index, heldBy: holder.id, url: holder.url, destination: holder.destination)
+                outcomes[index] = try outcome(of: index, in: batch, heldBy: holder)
+                // A later line of this chunk meets the checksum this one gave.
+                if case .alreadyQueued = outcomes[index], holder.checksum == nil { holders[key]?.checksum = batch.checksum(index) }
             }
             start += chunk.count
         }

@@ -265,6 +265,7 @@ final class ParserFuzzTests: XCTestCase {
         case .duplicateOption: return "duplicateOption"
         case .destinationTaken: return "destinationTaken"
         case .destinationKeyCollision: return "destinationKeyCollision"
+        case .checksumConflict, .checksumTooLate: return "checksum"
         case .unsupportedAria2Option, .unsupportedAria2Checksum, .unreadableAria2Option, .aria2OptionWithoutURL, .aria2FolderOutside: return "aria2"
         }
     }

@@ -54,6 +54,30 @@ import Testing
         #expect(job.state == .queued && job.attempts == 0 && job.host == "a.example:443" && job.url == "https://a.example/x.iso")
     }
 
+    /// A checksum on a repeated line is never dropped unsaid: a job that has none and has not
+    /// started takes it; another checksum, or one for a job already started, refuses the line.
+    @Test(arguments: StoreKind.allCases) func aRepeatedLinesChecksumIsTakenBeforeItsJobStartsElseRefused(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let store = try fixture.open()
+        let (a, b) = ("sha256=" + String(repeating: "ab", count: 32), "sha256=" + String(repeating: "cd", count: 32))
+        guard case .added(let f) = try fixture.add(["https://a.example/f"], to: store)[0] else { Issue.record("not added"); return }
+        #expect(try fixture.add(["https://a.example/f \(a)"], to: store) == [.alreadyQueued(jobID: f)])
+        #expect(try store.job(id: f)?.checksum == a)
+        #expect(try fixture.add(["https://a.example/f \(b)"], to: store) == [.rejected(.checksumConflict(byJob: f, held: a))])
+        #expect(try fixture.add(["https://a.example/f \(a)", "https://a.example/f"], to: store) == [.alreadyQueued(jobID: f), .alreadyQueued(jobID: f)])
+        #expect(try store.job(id: f)?.checksum == a)
+        // Within one batch, in line order.
+        let batch = try fixture.add(["https://a.example/h", "https://a.example/h \(a)", "https://a.example/h \(b)"], to: store)
+        guard case .added(let h) = batch[0] else { Issue.record("\(batch)"); return }
+        #expect(Array(batch.dropFirst()) == [.alreadyQueued(jobID: h), .rejected(.checksumConflict(byJob: h, held: a))])
+        #expect(try store.job(id: h)?.checksum == a)
+        // Once its job has started, a checksum would not be checked: refused.
+        guard case .added(let g) = try fixture.add(["https://a.example/g"], to: store)[0] else { Issue.record("not added"); return }
+        #expect(try store.exchange(request("m/1/1", claim: 10)).claimed.count == 3)
+        #expect(try fixture.add(["https://a.example/g \(a)"], to: store) == [.rejected(.checksumTooLate(byJob: g, state: .running))])
+        #expect(try store.job(id: g)?.checksum == nil)
+    }
+
     /// A queue's identity (which names its temp files) is not 0, the same for every connection
     /// to it and on every read, and another queue's differs.
     @Test(arguments: StoreKind.allCases) func eachQueueHasItsOwnIdentity(_ kind: StoreKind) throws {

@@ -30,6 +30,11 @@ public struct InputLine: Sendable, Equatable {
         case duplicateOption(String)
         case destinationTaken(byJob: Int, url: String)
         case destinationKeyCollision(byJob: Int)
+        /// The job holding this URL and destination has another checksum (that job, its checksum).
+        case checksumConflict(byJob: Int, held: String)
+        /// The job holding this URL and destination has no checksum, and has started: the one on
+        /// this line would not be checked (that job, its state).
+        case checksumTooLate(byJob: Int, state: JobState)
         /// An aria2 option line haul does not take (its line number, the option).
         case unsupportedAria2Option(line: Int, String)
         /// An aria2 `checksum=TYPE=…` of a type haul does not compute (its line number, TYPE).
@@ -84,6 +89,12 @@ public struct InputLine: Sendable, Equatable {
                 return "dir=\(folder) is outside the output folder: haul keeps every file inside it (-d); give dir= relative to it"
             case .destinationKeyCollision(let job):
                 return "destination's hash collides with job \(job)'s (a one-in-billions chance); give this line another out= name"
+            case .checksumConflict(let job, let held):
+                let shown = held.count > 28 ? String(held.prefix(28)) + "…" : held
+                return "job \(job) already fetches this URL to this destination with another checksum (\(shown)): haul checks one per file; keep one"
+            case .checksumTooLate(let job, let state):
+                let when = state == .done ? "was fetched" : "is being fetched"
+                return "job \(job) \(when) without a checksum, so this line's is not checked: a checksum has to be queued before its job starts"
             }
         }
     }

@@ -153,12 +153,37 @@ public struct JobBatch: Sendable {
 }
 
 extension JobBatch {
-    /// The outcome of entry `index` when another job (`id`, fetching `url` to `destination`)
-    /// already holds its destination key: the same job again (same URL and destination), or a
-    /// rejection naming that job. Every store judges a lost entry by this.
-    public func outcome(of index: Int, heldBy id: Int, url: String, destination: String) -> AddOutcome {
-        if destination != self.destination(index) { return .rejected(.destinationKeyCollision(byJob: id)) }
-        return url == self.url(index) ? .alreadyQueued(jobID: id) : .rejected(.destinationTaken(byJob: id, url: url))
+    /// The outcome of entry `index` when another job (`id`, fetching `url` to `destination`,
+    /// with `checksum`, in `state`) already holds its destination key: the same job again (same
+    /// URL and destination), or a rejection naming that job. Every store judges a lost entry by
+    /// this. The same job with a checksum it lacks is the same job when it has not started: the
+    /// store then gives it the entry's checksum (`adoptsChecksum`); once it has started (or
+    /// with another checksum) the line is refused, so a checksum is never dropped unsaid.
+    /// (`suffixed`: the entry's destination when it gave way to another URL's; see `suffixed(_:for:)`.)
+    public func outcome(of index: Int, heldBy id: Int, url: String, destination: String,
+                        checksum held: String?, state: JobState, suffixed: String? = nil) -> AddOutcome {
+        if destination != suffixed ?? self.destination(index) { return .rejected(.destinationKeyCollision(byJob: id)) }
+        guard url == self.url(index) else { return .rejected(.destinationTaken(byJob: id, url: url)) }
+        guard let wanted = checksum(index), wanted != held else { return .alreadyQueued(jobID: id) }
+        if let held { return .rejected(.checksumConflict(byJob: id, held: held)) }
+        if state == .running || state == .done { return .rejected(.checksumTooLate(byJob: id, state: state)) }
+        return .alreadyQueued(jobID: id)
+    }
+
+    /// Whether `outcome` found the entry's URL and destination already queued (whether or not
+    /// its checksum could be taken): for an entry whose suffixed name another job holds, what
+    /// replaces its first rejection.
+    public static func isSameJob(_ outcome: AddOutcome) -> Bool {
+        switch outcome {
+        case .alreadyQueued, .rejected(.checksumConflict), .rejected(.checksumTooLate): return true
+        default: return false
+        }
+    }
+
+    /// Whether entry `index`, judged already queued by a job holding `held`, brings that job
+    /// the checksum it lacks (see `outcome(of:heldBy:url:destination:checksum:state:)`).
+    public func adoptsChecksum(_ index: Int, held: String?) -> Bool {
+        held == nil && entries[index].checksumLength > 0
     }
 
     /// The 64-bit FNV-1a hash of a destination's UTF-8 bytes: every store keys destinations by it.

@@ -53,7 +53,7 @@ extension JobQueue {
             for host in batch.hosts { hostIDs.append(try insertHost.firstRow([host]) { $0.int(0) } ?? 0) }
             var addedPerHost = [Int](repeating: 0, count: hostIDs.count)
 
-            let holder = try database.statement("SELECT id, url, destination FROM jobs WHERE destination_key = ?")
+            let holder = try database.statement("SELECT id, url, destination, checksum, state FROM jobs WHERE destination_key = ?")
             let largestBefore = try database.scalarInt("SELECT coalesce(max(id), 0) FROM jobs")
             var ids = JobIDs(after: largestBefore)
             // A placeholder, overwritten below: every entry gets exactly one outcome.
@@ -94,8 +94,9 @@ extension JobQueue {
                 if database.changes == 1 {
                     outcomes[index] = .added(jobID: database.lastInsertRowID)
                     addedPerHost[Int(entry.host)] += 1
-                } else if let (id, url) = try holder.firstRow([key], { ($0.int(0), $0.string(1)) }), url == batch.url(index) {
-                    outcomes[index] = .alreadyQueued(jobID: id)
+                } else if let judged = try judged(index, in: batch, key: key, holder: holder, suffixed: destination),
+                          JobBatch.isSameJob(judged) {
+                    outcomes[index] = judged
                 }
             }
             if let profileID {
@@ -162,13 +163,26 @@ extension JobQueue {
     /// an earlier one, or one from an earlier line of the batch — and is already queued (same URL
     /// and destination) or rejected.
     private func outcome(of index: Int, in batch: JobBatch, holder: Statement, newIDs: Range<Int>) throws -> AddOutcome {
-        guard let (id, url, destination) = try holder.firstRow([batch.entries[index].key], {
-            ($0.int(0), $0.string(1), $0.string(2))
-        }) else {
+        if let id = try holder.firstRow([batch.entries[index].key], { $0.int(0) }), newIDs.contains(id) { return .added(jobID: id) }
+        guard let outcome = try judged(index, in: batch, key: batch.entries[index].key, holder: holder) else {
             throw SQLiteError(code: 0, message: "destination conflict without a holder", sql: holder.sql)
         }
-        if newIDs.contains(id) { return .added(jobID: id) }
-        return batch.outcome(of: index, heldBy: id, url: url, destination: destination)
+        return outcome
+    }
+
+    /// Entry `index` judged by the job holding `key` (nil when none does), its destination
+    /// `suffixed` when given; an entry found to bring that job the checksum it lacks gives it.
+    private func judged(_ index: Int, in batch: JobBatch, key: Int, holder: Statement, suffixed: String? = nil) throws -> AddOutcome? {
+        guard let (id, url, destination, checksum, state) = try holder.firstRow([key], {
+            ($0.int(0), $0.string(1), $0.string(2), $0.optionalString(3), JobState(rawValue: $0.string(4)) ?? .queued)
+        }) else { return nil }
+        let outcome = batch.outcome(of: index, heldBy: id, url: url, destination: destination, checksum: checksum, state: state,
+                                    suffixed: suffixed)
+        if case .alreadyQueued = outcome, batch.adoptsChecksum(index, held: checksum) {
+            // (A write transaction: the job cannot start between the read and this.)
+            try database.run("UPDATE jobs SET checksum = ? WHERE id = ? AND checksum IS NULL", batch.checksum(index), id)
+        }
+        return outcome
     }
 
     /// `INSERT … VALUES (…), (…), …` for `rows` rows: ?1 is max_attempts, ?2 the time, ?3 the
