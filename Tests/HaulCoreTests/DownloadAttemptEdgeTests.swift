@@ -110,6 +110,7 @@ final class DownloadAttemptEdgeTests: XCTestCase {
             XCTAssertEqual(request?.header("Range"), "bytes=400-", why)
             XCTAssertEqual(request?.header("If-Range"), Self.etag, why)
             XCTAssertEqual(policy.decide(outcome.failure!, attempt: 1), .retry(delay: 0, pauseHost: nil, discardPartial: true), why)
+            XCTAssertEqual(policy.decide(outcome.failure!, attempt: 1, resumed: true), .restart, "\(why): a resume starting over spends no attempt")
         }
     }
 

@@ -670,6 +670,10 @@ struct EngineCore {
         case .postpone(let delay):
             queue(.release(jobID: job.id, token: lease.token, reason: "\(failure.description); not counted",
                            progress: nil, notBefore: now + Int(delay * 1000)), item, now: now)
+        case .restart:
+            actions.append(.removeTemp(lease))
+            queue(.release(jobID: job.id, token: lease.token, reason: "\(failure.description); starting over, not counted",
+                           progress: Progress(jobID: job.id, token: lease.token, receivedBytes: 0, expectedBytes: nil)), item, now: now)
         case .localFault:
             guard case .local(let folder, let why) = failure else { break }
             folderFailed(folder, why: why, lease: lease, snapshot: snapshot, now: now, into: &actions)

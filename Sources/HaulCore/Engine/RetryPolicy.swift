@@ -25,6 +25,9 @@ public struct RetryPolicy: Sendable {
         case localFault
         /// Hand the job back without counting the attempt, not to be claimed for `delay` seconds.
         case postpone(delay: TimeInterval)
+        /// The partial file cannot be continued: drop it and its validator, and hand the job back
+        /// at once without counting the attempt (its next starts from zero).
+        case restart
     }
 
     /// How long a job whose temp file another process holds waits before it is tried again.
@@ -62,7 +65,10 @@ public struct RetryPolicy: Sendable {
         case .transport, .disk, .length:
             return .retry(delay: backoff.delay(afterAttempt: attempt), pauseHost: nil, discardPartial: false)
         case .mustRestart:
-            return .retry(delay: 0, pauseHost: nil, discardPartial: true)
+            // A resume that cannot continue (the file changed, or the server ignores Range)
+            // spends no attempt: the next starts over, so it cannot end the same way. (A
+            // request from zero answered wrongly, a 206 to it, is counted.)
+            return resumed ? .restart : .retry(delay: 0, pauseHost: nil, discardPartial: true)
         case .checksum:
             // Twice the same wrong bytes: the server's file is not the one the checksum names.
             guard attempt < Self.checksumAttempts || resumed else { return .fail }
