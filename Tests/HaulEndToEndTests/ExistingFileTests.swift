@@ -18,6 +18,36 @@ final class ExistingFileTests: XCTestCase {
         try? FileManager.default.attributesOfItem(atPath: h.out + "/" + name)[.modificationDate] as? Date
     }
 
+    /// A folder at a destination fails its job before any request, whatever `--if-exists`
+    /// says, naming it and what to do; the folder is left as it was. (Placement refused it only
+    /// after each attempt's whole download.)
+    func testAFolderAtADestinationFailsItsJobWithoutARequest() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let body = runTestData(5_000, seed: 4)
+        for name in ["a.bin", "b.bin", "c.bin"] { server.route("/\(name)", FaultServer.file(body)) }
+        for name in ["a.bin", "b.bin"] {
+            try FileManager.default.createDirectory(atPath: h.out + "/" + name + "/inside", withIntermediateDirectories: true)
+        }
+        XCTAssertEqual(try h.run(["add", server.url("/a.bin").absoluteString, server.url("/c.bin").absoluteString, "-d", h.out]).status, 0)
+        XCTAssertEqual(try h.run(["add", server.url("/b.bin").absoluteString, "-d", h.out, "--if-exists", "replace"]).status, 0)
+
+        let result = try h.run(["run", "--max-attempts", "3"])
+
+        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
+        XCTAssertEqual(server.requestCount(path: "/a.bin") + server.requestCount(path: "/b.bin"), 0, "a folder's job made a request")
+        XCTAssertEqual(h.contents("c.bin"), body)
+        for (id, name) in [(1, "a.bin"), (3, "b.bin")] {
+            let job = try h.show(id)
+            XCTAssertEqual(job["state"] as? String, "failed", name)
+            let reason = job["last_error"] as? String ?? ""
+            XCTAssertTrue(reason.contains("\(name) is a folder; remove it or give the URL another out= name, then haul retry \(id)"), reason)
+            XCTAssertTrue(FileManager.default.fileExists(atPath: h.out + "/" + name + "/inside"), name)
+        }
+        XCTAssertEqual(h.tempFiles(), [])
+    }
+
     /// By default the file there is kept: no request is made, the job ends done as kept, the
     /// summary and `show` say so, and the file is untouched. With a sha256 that it matches, the
     /// same; with one it does not match, the job fails saying so and the file is left alone.

@@ -505,6 +505,11 @@ private final class Runner: @unchecked Sendable {
             }
         case .usersFile:
             break
+        case .folder:
+            // Placement would refuse it after the download: refused before, once, not after
+            // every attempt's whole body.
+            return .ended(.prepareFailed(token: token, .refused(
+                "destination \(job.destination) is a folder; remove it or give the URL another out= name, then haul retry \(job.id)")))
         }
         guard let url = URL(string: job.url) else {
             return .ended(.prepareFailed(token: token, .badRedirect("invalid URL: \(HTTPURL.redact(job.url))")))

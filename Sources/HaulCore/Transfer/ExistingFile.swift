@@ -14,6 +14,8 @@ public enum ExistingFile {
         case haulsOwn
         /// A file haul did not place (or that changed since), `size` bytes.
         case usersFile(size: Int64)
+        /// A folder: no download is placed there (see `TempFile.moveIntoPlace`).
+        case folder
     }
 
     /// - Parameter mark: what haul writes on a file it places for this job (see `mark(jobID:createdAt:)`):
@@ -24,7 +26,7 @@ public enum ExistingFile {
     public static func examine(_ destination: String, placed: PlacedFile?, mark: @autoclosure () -> String? = nil) -> Found {
         var info = stat()
         guard lstat(destination, &info) == 0 else { return .nothing }
-        if (info.st_mode & S_IFMT) == S_IFDIR { return .nothing }  // placement refuses it, naming it
+        if (info.st_mode & S_IFMT) == S_IFDIR { return .folder }
         guard (info.st_mode & S_IFMT) == S_IFREG else { return .usersFile(size: Int64(info.st_size)) }
         if let placed, FileIdentity(stat: info) == placed.identity { return .haulsOwn }
         // Not recorded (a crash came between the move and the record): the mark tells. Once it is

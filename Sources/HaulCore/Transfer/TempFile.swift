@@ -305,7 +305,7 @@ public struct TempFile: Sendable {
             // Looked at again just before the move: the user may have written there since.
             let target = beside ?? destination
             switch ExistingFile.examine(target, placed: placed, mark: mark) {
-            case .nothing, .haulsOwn: mode = beside.map { .replaceAt($0) } ?? .replace
+            case .nothing, .haulsOwn, .folder: mode = beside.map { .replaceAt($0) } ?? .replace  // (a folder is refused below)
             case .usersFile: mode = otherwise
             }
         }
