@@ -47,7 +47,7 @@ public final class DownloadEngine: Sendable {
                                options.openFileLimit.map { DescriptorBudget.prepareRoom(workers: options.workers, limit: $0) } ?? .max)
         return EngineCore.Config(workers: options.workers, owner: ProcessIdentity.current.description,
                                  worker: options.workerName, leaseMilliseconds: Int(options.leaseDuration * 1000), maxAttempts: options.maxAttempts,
-                                 policy: policy, progressEvery: Int(options.progressInterval * 1000),
+                                 policy: policy, hostDownLimit: Int(options.maxHostDown * 1000), progressEvery: Int(options.progressInterval * 1000),
                                  prepareAhead: prepareAhead, prepareBatch: max(1, min(options.workers, prepareAhead / 4)),
                                  claimAheadRounds: claimAheadRounds, claimBelowRounds: claimBelowRounds, inputOpen: options.inputOpen)
     }

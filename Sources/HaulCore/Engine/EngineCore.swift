@@ -27,6 +27,9 @@ struct EngineCore {
         var leaseMilliseconds: Int
         var maxAttempts: Int?
         var policy: RetryPolicy
+        /// A host unreachable for less than this (ms) since it last answered keeps its jobs,
+        /// however often it was probed (see `hostDown`).
+        var hostDownLimit = 0
         /// Outcomes (and verified files) wait for at most this many, or this long, before a batch.
         var batchSize = Config.defaultBatchSize
         var batchDelay = 100
@@ -125,8 +128,10 @@ struct EngineCore {
         /// Times in a row the host could not be reached (0 once it answers). While above 0, one
         /// request at a time goes to it: a probe.
         var downFailures = 0
-        /// Set once the host failed to be reached as often as a job may be tried: every job of
-        /// it fails with this reason, without a request.
+        /// When the first of those failures came (ms).
+        var downSince = 0
+        /// Set once the host failed to be reached as often as a job may be tried, over at least
+        /// `Config.hostDownLimit`: every job of it fails with this reason, without a request.
         var unreachable: String?
         /// Transfers at once it is held to, below its cap, since it said it is overloaded (429,
         /// 503): halved at each such answer, one more after a run of successes (`growthRun`).
@@ -490,7 +495,8 @@ struct EngineCore {
     /// The job's host could not be reached. The first failure since the host last answered (or
     /// since its pause ended) counts against the host, not the job: the host pauses with
     /// backoff, and the job goes back uncounted. Once the host failed as often as a job may be
-    /// tried, this job and every other of that host fail with "host unreachable".
+    /// tried, and over at least `Config.hostDownLimit` (a restart or a blip of the network is not
+    /// a batch's end), this job and every other of that host fail with "host unreachable".
     private mutating func hostDown(_ failure: DownloadAttempt.Failure, item: Pending, snapshot: DownloadAttempt.Snapshot?,
                                    now: Int, into actions: inout [Action]) {
         let lease = item.lease
@@ -498,12 +504,18 @@ struct EngineCore {
         var host = hosts[job.hostID, default: Host()]
         if host.unreachable == nil && host.pausedUntil <= now {
             host.downFailures += 1
-            if host.downFailures >= (config.maxAttempts ?? job.maxAttempts) {
+            if host.downFailures == 1 { host.downSince = now }
+            let probed = host.downFailures >= (config.maxAttempts ?? job.maxAttempts)
+            let left = config.hostDownLimit - (now - host.downSince)
+            if probed && left <= 0 {
                 let tries = host.downFailures == 1 ? "1 attempt" : "\(host.downFailures) attempts in a row"
-                host.unreachable = "host unreachable: \(failure.description) (\(tries) to reach \(job.host) failed)"
+                let span = now - host.downSince >= 1000 ? " over \((now - host.downSince) / 1000) s" : ""
+                host.unreachable = "host unreachable: \(failure.description) (\(tries) to reach \(job.host) failed\(span))"
             } else {
-                let delay = config.policy.backoff.delay(afterAttempt: host.downFailures)
-                let until = now + max(Int(delay * 1000), config.slotRetry)
+                var delay = Int(config.policy.backoff.delay(afterAttempt: host.downFailures) * 1000)
+                // Its probes spent: the next comes when the time is up, at the latest.
+                if probed { delay = min(delay, left) }
+                let until = now + max(delay, config.slotRetry)
                 host.pausedUntil = max(host.pausedUntil, until)
                 pauses.append(HostPause(host: job.host, until: until, reason: "unreachable: \(failure.description)"))
                 actions.append(.report(.hostPaused(host: job.host, seconds: Double(until - now) / 1000,

@@ -19,6 +19,9 @@ public struct EngineOptions: Sendable {
     public var totalTimeout: TimeInterval?
     /// The longest Retry-After honoured, in seconds.
     public var maxRetryAfter: TimeInterval = 3600
+    /// Seconds a host must have been unreachable before its jobs fail (besides failing as often
+    /// as a job may be tried): a server restarting, or a network blip, costs a batch no job.
+    public var maxHostDown: TimeInterval = 120
     /// How long a lease lasts unless renewed; renewed every third of it.
     public var leaseDuration: TimeInterval = 60
     /// How often progress (bytes, validators) is written to the database.

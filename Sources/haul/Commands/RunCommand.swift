@@ -10,6 +10,7 @@ enum RunCommand: Command {
         .init(names: ["--stall"], value: "SECONDS", help: "Abandon an attempt after this long without data (default 60)."),
         .init(names: ["--timeout"], value: "SECONDS", help: "Abandon an attempt after this long in all (default: none)."),
         .init(names: ["--max-retry-after"], value: "SECONDS", help: "Honour a server's Retry-After up to this long (default 3600); 0 ignores it (the usual backoff applies)."),
+        .init(names: ["--max-host-down"], value: "SECONDS", help: "How long a host may stay unreachable (probed one request at a time) before its jobs fail, which they do only once it has also failed as often as a job may be tried (default 120; 0: after those tries alone)."),
         .init(names: ["--if-exists"], value: "POLICY", help: "For this run, whatever the jobs were added with: skip, replace or rename a file already at a destination that haul did not place."),
         .init(names: ["--checksum"], value: "ALGORITHM", help: "Compute and record the digest of every file placed (sha256, shown by show and export)."),
         .init(names: ["--worker"], value: "NAME", help: "This worker's name, recorded with every file it places and shown by show and export (default: the machine's host name; also $HAUL_WORKER)."),
@@ -55,6 +56,7 @@ enum RunCommand: Command {
         if let value = try seconds(arguments, "--stall", spec: spec) { options.stallTimeout = value }
         if let value = try seconds(arguments, "--timeout", spec: spec) { options.totalTimeout = value }
         if let value = try seconds(arguments, "--max-retry-after", spec: spec, allowZero: true) { options.maxRetryAfter = value }
+        if let value = try seconds(arguments, "--max-host-down", spec: spec, allowZero: true) { options.maxHostDown = value }
         if let name = arguments.value("--worker") ?? ProcessInfo.processInfo.environment["HAUL_WORKER"].flatMap({ $0.isEmpty ? nil : $0 }) {
             guard !name.isEmpty, name.count <= 200, !name.contains(where: { $0.isNewline || $0 == "/" }) else {
                 let requirement = "a name of 1 to 200 characters without '/' or line breaks"
