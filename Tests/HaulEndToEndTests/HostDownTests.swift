@@ -6,8 +6,8 @@ import XCTest
 
 /// A host that cannot be reached is the host's fault, not its jobs': it is paused with backoff
 /// and probed with one request, and its jobs fail only once the host itself failed as often as
-/// a job may be tried, and over at least `--max-host-down` (0 here where the tests are of the
-/// probes).
+/// a job may be tried, and, for a host that answered earlier in the run, over at least
+/// `--max-host-down`.
 final class HostDownTests: XCTestCase {
     /// 200 jobs on a host that hangs up on every request, beside a healthy host: the dead host
     /// gets a handful of requests (not 200 × attempts), every one of its jobs fails with "host
@@ -22,7 +22,7 @@ final class HostDownTests: XCTestCase {
         alive.setFallback(FaultServer.file(data))
         try h.add((1...200).map { dead.url("/d\($0).bin").absoluteString } + (1...10).map { alive.url("/a\($0).bin").absoluteString })
 
-        let result = try h.run(["run", "--json", "--max-attempts", "3", "--per-host", "4", "--max-host-down", "0"], timeout: 60)
+        let result = try h.run(["run", "--json", "--max-attempts", "3", "--per-host", "4"], timeout: 60)
 
         XCTAssertEqual(result.status, 1, result.stderrText)
         let requests = dead.requestCount()
@@ -51,7 +51,7 @@ final class HostDownTests: XCTestCase {
         try h.add((1...40).map { black.url("/s\($0).bin").absoluteString })
 
         let started = Date()
-        let result = try h.run(["run", "--json", "--max-attempts", "2", "--per-host", "4", "--stall", "0.5", "--max-host-down", "0"], timeout: 60)
+        let result = try h.run(["run", "--json", "--max-attempts", "2", "--per-host", "4", "--stall", "0.5"], timeout: 60)
 
         XCTAssertEqual(result.status, 1, result.stderrText)
         XCTAssertEqual(try h.counts()["failed"], 40)
@@ -139,23 +139,29 @@ final class HostDownTests: XCTestCase {
         }
     }
 
-    /// A host that hangs up on every request for its first 2.5 s (a server restarting), with
-    /// `--max-attempts 1`: its probes are spent at once, but the host is given up only after
-    /// `--max-host-down` (the default, 120 s), so it is probed one request at a time until it is
-    /// back, and all 20 jobs are done on one counted attempt each. (Given up after its probes
-    /// alone, a blip of a few seconds failed every job of its host.) Then with
-    /// `--max-host-down 1.5` on a host that stays down: its jobs fail after about that long,
-    /// saying so.
-    func testAHostDownForAFewSecondsCostsNoJob() throws {
+    /// A host that answers, then hangs up on every request for 2.5 s (a server restarting),
+    /// with `--max-attempts 1`: its probes are spent at once, but a host that answered in this
+    /// run is given up only after `--max-host-down` (the default, 120 s), so it is probed one
+    /// request at a time until it is back, and all 20 jobs are done on one counted attempt each.
+    /// (Given up after its probes alone, a blip of a few seconds failed every job of its host.)
+    /// Then with `--max-host-down 1.5` on a host that answers once and stays down: its jobs
+    /// fail after about that long, saying so. (A host never heard from fails after its probes,
+    /// as in the tests above, which run with the default.)
+    func testAHostDownForAFewSecondsAfterAnsweringCostsNoJob() throws {
         let h = try RunHarness(self)
         let server = try FaultServer(host: "127.0.0.1")
         defer { server.stop() }
         let data = runTestData(2_000, seed: 15)
         let file = FaultServer.file(data)
-        let back = Date().addingTimeInterval(2.5)
+        let served = Mutex((count: 0, downUntil: Date.distantFuture))
         let downRequests = Mutex(0)
         server.setFallback { request in
-            guard Date() >= back else {
+            let down = served.withLock { state -> Bool in
+                state.count += 1
+                if state.count == 3 { state.downUntil = Date().addingTimeInterval(2.5) }
+                return state.count >= 3 && Date() < state.downUntil
+            }
+            guard !down else {
                 downRequests.withLock { $0 += 1 }
                 return .hangUp(reset: true)
             }
@@ -163,22 +169,27 @@ final class HostDownTests: XCTestCase {
         }
         try h.add((1...20).map { server.url("/b\($0).bin").absoluteString })
 
-        let result = try h.run(["run", "--max-attempts", "1", "--per-host", "4"], timeout: 60)
+        let result = try h.run(["run", "--max-attempts", "1", "-j", "1", "--per-host", "1"], timeout: 60)
 
         XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
         XCTAssertEqual(try h.counts()["done"], 20)
         for id in 1...20 { XCTAssertEqual(try h.show(id)["attempts"] as? Int, 1, "job \(id)") }
-        XCTAssertLessThanOrEqual(downRequests.withLock { $0 }, 4 + 12, "a round at the cap, then one probe at a time")
+        XCTAssertLessThanOrEqual(downRequests.withLock { $0 }, 12, "one probe at a time, with backoff")
 
         let gone = try FaultServer(host: "127.0.0.2")
         defer { gone.stop() }
-        gone.setFallback { _ in .hangUp(reset: true) }
+        let once = Mutex(false)
+        gone.setFallback { request in
+            once.withLock { answered in defer { answered = true }; return answered } ? .hangUp(reset: true) : file(request)
+        }
         try h.add((1...5).map { gone.url("/g\($0).bin").absoluteString })
         let started = Date()
-        let failed = try h.run(["run", "--json", "--max-attempts", "1", "--max-host-down", "1.5"], timeout: 60)
+        let failed = try h.run(["run", "--json", "--max-attempts", "1", "-j", "1", "--max-host-down", "1.5"], timeout: 60)
         XCTAssertEqual(failed.status, 1, failed.stdoutText + failed.stderrText)
         XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 1.5, "given up before --max-host-down")
-        XCTAssertEqual(try h.counts()["failed"], 5)
+        let counts = try h.counts()
+        XCTAssertEqual(counts["failed"], 4)
+        XCTAssertEqual(counts["done"], 21)
         let reasons = Set(failed.stdoutLines.compactMap(runTestJSON).filter { $0["event"] as? String == "failed" }
             .compactMap { $0["reason"] as? String })
         XCTAssertTrue(reasons.count == 1 && reasons.first?.contains("to reach 127.0.0.2:\(gone.port) failed over ") == true, "\(reasons)")

@@ -105,11 +105,10 @@ final class SecurityTests: XCTestCase {
         try h.add(lines)
         var outputs: [(String, ProcessResult)] = []
 
-        // (--max-host-down 0: the refused host's jobs fail after their probes alone.)
-        outputs.append(("run --json", try h.run(["run", "--json", "--max-attempts", "2", "--max-host-down", "0"])))
+        outputs.append(("run --json", try h.run(["run", "--json", "--max-attempts", "2"])))
         XCTAssertEqual(try h.run(["retry", "--failed"]).status, 0)
-        outputs.append(("run", try h.run(["run", "--max-attempts", "2", "--max-host-down", "0"])))
-        outputs.append(("get", try h.run(["get", "-d", h.out, "--max-host-down", "0", "http://user:pw-url-9@\(authority)/missing-too"])))
+        outputs.append(("run", try h.run(["run", "--max-attempts", "2"])))
+        outputs.append(("get", try h.run(["get", "-d", h.out, "http://user:pw-url-9@\(authority)/missing-too"])))
         for arguments in [["status"], ["status", "--json"], ["list"], ["list", "--json"], ["list", "--state", "failed"],
                           ["show", lines[0].components(separatedBy: " ")[0]], ["show", lines[0].components(separatedBy: " ")[0], "--json"]]
             + (1...9).flatMap({ [["show", String($0)], ["show", String($0), "--json"]] }) {

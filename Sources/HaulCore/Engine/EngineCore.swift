@@ -130,6 +130,9 @@ struct EngineCore {
         var downFailures = 0
         /// When the first of those failures came (ms).
         var downSince = 0
+        /// The host answered in this run: when it cannot be reached, it is more likely down for
+        /// a while (restarting) than gone, and is given `Config.hostDownLimit` to come back.
+        var hasAnswered = false
         /// Set once the host failed to be reached as often as a job may be tried, over at least
         /// `Config.hostDownLimit`: every job of it fails with this reason, without a request.
         var unreachable: String?
@@ -157,6 +160,12 @@ struct EngineCore {
             } else {
                 ready.insert(lease.triedOnce, at: 0)
             }
+        }
+
+        /// The host answered (whatever it said): it is reachable.
+        mutating func answered() {
+            downFailures = 0
+            hasAnswered = true
         }
 
         mutating func popReady() -> Lease? {
@@ -474,7 +483,7 @@ struct EngineCore {
         }
         switch end {
         case .verified(let status, let bytes):
-            hosts[hostID]?.downFailures = 0
+            hosts[hostID]?.answered()
             succeeded(hostID)
             var waiting = item
             waiting.status = status
@@ -487,7 +496,7 @@ struct EngineCore {
         case .kept(let size):
             queue(.kept(jobID: item.lease.jobID, token: item.lease.token, bytes: Int(size)), item, now: now)
         case .unchanged:
-            hosts[hostID]?.downFailures = 0
+            hosts[hostID]?.answered()
             queue(.unchanged(jobID: item.lease.jobID, token: item.lease.token), item, now: now)
         }
     }
@@ -495,8 +504,9 @@ struct EngineCore {
     /// The job's host could not be reached. The first failure since the host last answered (or
     /// since its pause ended) counts against the host, not the job: the host pauses with
     /// backoff, and the job goes back uncounted. Once the host failed as often as a job may be
-    /// tried, and over at least `Config.hostDownLimit` (a restart or a blip of the network is not
-    /// a batch's end), this job and every other of that host fail with "host unreachable".
+    /// tried, and, when it answered earlier in the run, over at least `Config.hostDownLimit` (a
+    /// restart or a blip of the network is not a batch's end), this job and every other of that
+    /// host fail with "host unreachable".
     private mutating func hostDown(_ failure: DownloadAttempt.Failure, item: Pending, snapshot: DownloadAttempt.Snapshot?,
                                    now: Int, into actions: inout [Action]) {
         let lease = item.lease
@@ -506,7 +516,9 @@ struct EngineCore {
             host.downFailures += 1
             if host.downFailures == 1 { host.downSince = now }
             let probed = host.downFailures >= (config.maxAttempts ?? job.maxAttempts)
-            let left = config.hostDownLimit - (now - host.downSince)
+            // A host never heard from in this run (a dead name in a list, a mistyped port) is not
+            // waited for: its jobs fail after the probes alone.
+            let left = (host.hasAnswered ? config.hostDownLimit : 0) - (now - host.downSince)
             if probed && left <= 0 {
                 let tries = host.downFailures == 1 ? "1 attempt" : "\(host.downFailures) attempts in a row"
                 let span = now - host.downSince >= 1000 ? " over \((now - host.downSince) / 1000) s" : ""
@@ -670,7 +682,7 @@ struct EngineCore {
             ? .release : config.policy.decide(failure, attempt: job.attempts, resumed: item.resumedFrom > 0,
                                               now: Date(timeIntervalSince1970: Double(now) / 1000))
         let kept = snapshot ?? DownloadAttempt.Snapshot(bytesOnDisk: 0, expectedTotal: nil, validator: nil)
-        if status != nil || failure.isAnswer { hosts[job.hostID]?.downFailures = 0 }  // it answered
+        if status != nil || failure.isAnswer { hosts[job.hostID]?.answered() }
         // (An overload said by a redirect's host slows the job's host too: its jobs lead there.)
         if case .http(let code, _, _) = failure, code == 429 || code == 503 { overloaded(job.hostID) }
         switch decision {

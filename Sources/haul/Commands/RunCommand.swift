@@ -10,7 +10,7 @@ enum RunCommand: Command {
         .init(names: ["--stall"], value: "SECONDS", help: "Abandon an attempt after this long without data (default 60)."),
         .init(names: ["--timeout"], value: "SECONDS", help: "Abandon an attempt after this long in all (default: none)."),
         .init(names: ["--max-retry-after"], value: "SECONDS", help: "Honour a server's Retry-After up to this long (default 3600); 0 ignores it (the usual backoff applies)."),
-        .init(names: ["--max-host-down"], value: "SECONDS", help: "How long a host may stay unreachable (probed one request at a time) before its jobs fail, which they do only once it has also failed as often as a job may be tried (default 120; 0: after those tries alone)."),
+        .init(names: ["--max-host-down"], value: "SECONDS", help: "How long a host that answered earlier in the run may stay unreachable (probed one request at a time) before its jobs fail, which they do only once it has also failed as often as a job may be tried (default 120; 0: after those tries alone)."),
         .init(names: ["--if-exists"], value: "POLICY", help: "For this run, whatever the jobs were added with: skip, replace or rename a file already at a destination that haul did not place."),
         .init(names: ["--checksum"], value: "ALGORITHM", help: "Compute and record the digest of every file placed (sha256, shown by show and export)."),
         .init(names: ["--worker"], value: "NAME", help: "This worker's name, recorded with every file it places and shown by show and export (default: the machine's host name; also $HAUL_WORKER)."),
