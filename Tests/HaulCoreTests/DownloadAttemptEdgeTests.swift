@@ -15,12 +15,16 @@ final class DownloadAttemptEdgeTests: XCTestCase {
 
     /// Runs `check` once per transport, each time on a new server, folder and transport; a
     /// failure is followed by one naming the transport it happened with.
+    /// The transport `eachTransport` is running the check with.
+    private var transportKind = TransportKind.curl
+
     private func eachTransport(_ check: () async throws -> Void) async throws {
         for kind in TransportKind.allCases {
             let failuresBefore = testRun?.totalFailureCount ?? 0
             server = try FaultServer()
             folder = try makeTempDirectory()
             transport = try kind.make(maxTransfers: 16)
+            transportKind = kind
             do { try await check() } catch { XCTFail("\(error)") }
             transport.cancelAll()
             transport = nil
@@ -228,7 +232,8 @@ final class DownloadAttemptEdgeTests: XCTestCase {
     // MARK: - Content-Encoding
 
     /// A body encoded although haul asked for identity is refused before a byte is written, on a
-    /// fresh start or a resume; identity is fine. An encoded *error page* is still the error it
+    /// fresh start or a resume, unless the destination's name says the file is in that coding;
+    /// identity is fine. An encoded *error page* is still the error it
     /// reports: a 503 with Retry-After is retried after the delay, not failed for its encoding.
     func testEncodedBodiesAreRefusedButEncodedErrorPagesAreStillRetried() async throws { try await eachTransport(checkEncodedBodiesAreRefusedButEncodedErrorPagesAreStillRetried) }
 
@@ -251,6 +256,23 @@ final class DownloadAttemptEdgeTests: XCTestCase {
             XCTAssertEqual(outcome.result, .placed(bytes: 1000, status: 200), encoding)
             XCTAssertEqual(contents(temp.destination), data, encoding)
         }
+        // A compressed file served with its compression as Content-Encoding (a common server
+        // setting): the name says the bytes are in that coding, so they are the file, kept as
+        // sent (by libcurl's transport; URLSession decodes the body itself, so it refuses).
+        for (index, (encoding, name)) in [("gzip", "a.tar.gz"), ("x-gzip", "b.TGZ"), ("br", "c.js.br"), ("zstd", "d.zst")].enumerated() {
+            server.route("/n\(index)", FaultServer.Response.ok(data, headers: ["Content-Encoding": encoding]))
+            let temp = try tempFile(name)
+            let outcome = try await download("/n\(index)", into: temp)
+            guard transportKind == .curl else {
+                guard case .encoding? = outcome.failure else { XCTFail("URLSession, \(encoding) for \(name): \(outcome.result)"); continue }
+                continue
+            }
+            XCTAssertEqual(outcome.result, .placed(bytes: 1000, status: 200), "\(encoding) for \(name)")
+            XCTAssertEqual(contents(temp.destination), data, name)
+        }
+        server.route("/mismatch", FaultServer.Response.ok(data, headers: ["Content-Encoding": "br"]))
+        let mismatch = try tempFile("e.tar.gz")
+        guard case .encoding? = try await download("/mismatch", into: mismatch).failure else { return XCTFail("br for a .gz name was kept") }
 
         server.route("/resume", FaultServer.Response(status: 206, headers: [
             "ETag": Self.etag, "Content-Range": "bytes 400-999/1000", "Content-Encoding": "gzip",

@@ -324,6 +324,21 @@ public final class DownloadAttempt: BodySink {
         }
     }
 
+    /// Whether the destination's name says its bytes are in `encoding` (`x.tar.gz` sent with
+    /// `Content-Encoding: gzip`, a common server setting for compressed files): the bytes as
+    /// sent are then the file the name promises, and are kept, as curl, wget and aria2c keep them.
+    static func nameSays(_ encoding: String, _ destination: String) -> Bool {
+        let name = destination.lowercased()
+        let suffixes: [String] = switch encoding {
+        case "gzip", "x-gzip": [".gz", ".tgz", ".svgz"]
+        case "br": [".br"]
+        case "zstd": [".zst"]
+        case "compress", "x-compress": [".z"]
+        default: []
+        }
+        return suffixes.contains { name.hasSuffix($0) }
+    }
+
     /// How many bytes of a body are written before their write-back to the device is started.
     static let writebackWindow: Int64 = 8 << 20
 
@@ -337,7 +352,7 @@ public final class DownloadAttempt: BodySink {
         // Retry-After) is still the error it reports, and is retried as such.
         if (200..<300).contains(head.status),
            let encoding = head["content-encoding"]?.trimmingCharacters(in: .whitespaces).lowercased(),
-           !encoding.isEmpty, encoding != "identity" {
+           !encoding.isEmpty, encoding != "identity", !(head.bodyAsSent && Self.nameSays(encoding, temp.destination)) {
             return .encoding("server sent Content-Encoding: \(encoding) although haul asked for identity; haul keeps only the bytes as sent unencoded")
         }
         // A Content-Length that is there but cannot be read, or differing values: where the

@@ -67,6 +67,9 @@ public struct ResponseHead: Sendable, Equatable {
     let fields: [Field]
     /// The URL that answered, after redirects.
     public let url: URL?
+    /// The body reaches the sink as the server sent it (libcurl's transport); false where the
+    /// transport decodes a Content-Encoding itself (URLSession's).
+    public var bodyAsSent = true
 
     /// A head from a dictionary (URLSession's): only the headers in `namesRead` are kept, as
     /// libcurl's transport keeps them, so both transports' heads read and compare alike. Names

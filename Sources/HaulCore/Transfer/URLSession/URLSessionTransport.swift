@@ -243,7 +243,8 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
             completionHandler(.cancel)
             return
         }
-        let head = ResponseHead(status: http.statusCode, headers: headers, url: http.url)
+        var head = ResponseHead(status: http.statusCode, headers: headers, url: http.url)
+        head.bodyAsSent = false  // Foundation decodes gzip and deflate (and fails on bytes that are not)
         let sink: BodySink? = entries.withLock { table in
             guard var entry = table[id], entry.failure == nil else { return nil }
             entry.head = head
