@@ -113,4 +113,35 @@ final class HTTPEdgeCaseTests: XCTestCase {
         XCTAssertEqual(events.filter { $0["event"] as? String == "host_paused" }.count, 0, result.stdoutText)
         XCTAssertEqual(events.filter { $0["event"] as? String == "retry" }.count, 2, result.stdoutText)
     }
+
+    /// A head larger than libcurl reads (many headers; one header line of 150 KB) is that job's
+    /// failure, at once and for good: the server answered, so its host is neither paused nor
+    /// failed as unreachable, and its other jobs are done. (Both were taken for the host being
+    /// down: 30 such URLs among 300 held the rest back for a minute.)
+    func testAnOversizedHeadFailsItsJobNotItsHost() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let data = runTestData(2_000, seed: 74)
+        let many = FaultServer.Headers((1...4_000).map { ("X-Filler-\($0)", String(repeating: "v", count: 90)) })
+        server.route("/many.bin", FaultServer.Response(status: 200, headers: many, body: data))
+        server.route("/long.bin", FaultServer.Response(status: 200, headers: ["X-Long": String(repeating: "w", count: 150_000)], body: data))
+        server.setFallback(FaultServer.file(data))
+        try h.add([server.url("/many.bin").absoluteString, server.url("/long.bin").absoluteString]
+                  + (1...10).map { server.url("/f\($0).bin").absoluteString })
+
+        let result = try h.run(["run", "--json", "--max-attempts", "3", "-j", "2", "--per-host", "2"], timeout: 30)
+
+        XCTAssertEqual(result.status, 1, result.stdoutText + result.stderrText)
+        let counts = try h.counts()
+        XCTAssertEqual(counts["done"], 10)
+        XCTAssertEqual(counts["failed"], 2)
+        XCTAssertEqual(server.requestCount(path: "/many.bin") + server.requestCount(path: "/long.bin"), 2, "tried again")
+        let events = result.stdoutLines.compactMap(runTestJSON)
+        XCTAssertEqual(events.filter { $0["event"] as? String == "host_paused" }.count, 0, result.stdoutText)
+        for id in [1, 2] {
+            let reason = try h.show(id)["last_error"] as? String ?? ""
+            XCTAssertTrue(reason.contains("response headers are too large to read"), reason)
+        }
+    }
 }

@@ -15,6 +15,12 @@ enum CurlFailure {
             return .unreachable(osErrno == Int(ECONNREFUSED) ? "connection refused" : "cannot connect: \(detail)")
         case CURLE_COULDNT_RESOLVE_HOST:
             return .unreachable("host not found (DNS): \(detail)")
+        case CURLE_RECV_ERROR where !responded && detail.contains("Too large response headers"),
+             CURLE_OUT_OF_MEMORY where !responded:
+            // The server answered, with a head larger than libcurl reads (300 KB in all, 100 KB
+            // a line, which libcurl 7.88 reports as out of memory): the job's failure, and one
+            // that trying again will not mend; not the host being down.
+            return .unsupported("the server's response headers are too large to read (libcurl reads at most 300 KB of them, 100 KB a line): \(detail)")
         case CURLE_RECV_ERROR where !responded, CURLE_SEND_ERROR where !responded:
             return .unreachable("connection lost before any answer: \(detail)")
         case CURLE_OPERATION_TIMEDOUT where !responded:
