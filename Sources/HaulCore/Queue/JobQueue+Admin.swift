@@ -100,8 +100,13 @@ extension JobQueue {
                 SELECT host_id, count(*), coalesce(sum(expected_bytes), 0), sum(received_bytes), count(*) - count(expected_bytes)
                 FROM jobs WHERE state = 'failed' GROUP BY host_id
                 """) { (host: $0.int(0), jobs: $0.int(1), expected: $0.int(2), received: $0.int(3), unknownSize: $0.int(4)) }
-            try requeue("state = 'failed'", [])
-            let changed = database.changes
+            // A few thousand rows a statement: one statement over every failed job kept a copy of
+            // each page it changed in memory (its statement journal), 482 MB for 1,000,000 jobs.
+            var changed = 0
+            repeat {
+                try requeue("id IN (SELECT id FROM jobs WHERE state = 'failed' LIMIT \(Self.rowsPerStatement))", [])
+                changed += database.changes
+            } while database.changes > 0
             for group in failed {
                 try addTotals(state: JobState.failed.rawValue, jobs: -group.jobs, expected: -group.expected,
                               received: -group.received, unknownSize: -group.unknownSize)
@@ -214,11 +219,21 @@ extension JobQueue {
                 WHERE h.current_limit IS NOT NULL AND EXISTS (SELECT 1 FROM host_slots s WHERE s.host_id = h.id AND s.expires_at > ?)
                 ORDER BY h.host
                 """, [now]) { (host: $0.string(0), limit: $0.int(1), cap: $0.int(2)) }
-            status.topFailures = try database.rows("""
-                SELECT coalesce(error_kind, last_error) AS kind, count(*) AS n FROM jobs WHERE state = 'failed'
-                GROUP BY kind ORDER BY n DESC, kind LIMIT 5
-                """) { (reason: $0.optionalString(0) ?? "unknown", count: $0.int(1)) }
+            status.topFailures = try database.rows(Self.topFailuresSQL) { (reason: $0.optionalString(0) ?? "unknown", count: $0.int(1)) }
             return status
         }
     }
+}
+
+extension JobQueue {
+    /// Rows one statement of a bulk change (`retryAllFailed`) changes at most: a statement that
+    /// may fail half-way keeps a copy of each page it changes until it ends.
+    static let rowsPerStatement = 5_000
+
+    /// The five commonest kinds of failure: read in order from the index `jobs_failed_kind`
+    /// (Migrations/0021), so the failed jobs are counted kind by kind, never sorted in memory.
+    static let topFailuresSQL = """
+        SELECT coalesce(error_kind, last_error) AS kind, count(*) AS n FROM jobs WHERE state = 'failed'
+        GROUP BY kind ORDER BY n DESC, kind LIMIT 5
+        """
 }
