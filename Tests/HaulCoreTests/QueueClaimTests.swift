@@ -341,7 +341,7 @@ final class QueueClaimTests: XCTestCase {
         try queue.fail(jobID: leases[1].jobID, token: leases[1].token, status: 500, reason: "boom")
         try queue.complete(jobID: leases[2].jobID, token: leases[2].token, status: 200, bytes: 1)
         _ = try queue.cancel([leases[3].jobID])
-        XCTAssertEqual(try queue.retryAllFailed(), 2)
+        XCTAssertEqual(try queue.retryAllFailed(rowsPerStatement: 1), 2, "a statement a job, until none is left")
         XCTAssertEqual(try queue.status().counts, [.queued: 2, .running: 0, .done: 1, .failed: 0, .cancelled: 1])
         XCTAssertEqual(try queue.retryAllFailed(), 0)
         let requeued = try queue.claim(ClaimRequest(limit: 4, perHostCap: 4))

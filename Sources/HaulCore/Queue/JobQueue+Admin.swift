@@ -94,6 +94,11 @@ extension JobQueue {
 
     /// Puts every failed job back in the queue; returns how many.
     public func retryAllFailed() throws -> Int {
+        try retryAllFailed(rowsPerStatement: Self.rowsPerStatement)
+    }
+
+    /// `retryAllFailed()`, `rowsPerStatement` rows a statement (see `JobQueue.rowsPerStatement`).
+    func retryAllFailed(rowsPerStatement: Int) throws -> Int {
         try database.transaction(.write) {
             // Counted by host before (a requeue keeps the bytes): out of failed, into queued.
             let failed = try database.rows("""
@@ -104,7 +109,7 @@ extension JobQueue {
             // each page it changed in memory (its statement journal), 482 MB for 1,000,000 jobs.
             var changed = 0
             repeat {
-                try requeue("id IN (SELECT id FROM jobs WHERE state = 'failed' LIMIT \(Self.rowsPerStatement))", [])
+                try requeue("id IN (SELECT id FROM jobs WHERE state = 'failed' LIMIT \(max(1, rowsPerStatement)))", [])
                 changed += database.changes
             } while database.changes > 0
             for group in failed {
