@@ -89,6 +89,9 @@ final class CurlEasyTransfer: @unchecked Sendable {
         $0.lowercased().hasSuffix("_proxy")
     }
 
+    /// How long libcurl keeps a name it resolved (see `configure`).
+    static let dnsCacheSeconds = 1
+
     /// Sets every option of this hop on `easy` (already reset).
     func configure(_ easy: CurlEasy, options: CurlTransport.Options) {
         self.easy = easy
@@ -106,6 +109,14 @@ final class CurlEasyTransfer: @unchecked Sendable {
             easy.set(CURLOPT_PIPEWAIT, 1)
         }
         easy.set(CURLOPT_TCP_KEEPALIVE, 1)
+        // libcurl 7.88 walks its whole DNS cache at each name it resolves, so with its default
+        // (an entry kept 60 s) a list spread over many hosts cost time in the square of their
+        // number: 20,000 jobs over 20,000 hosts (404s) took 16.1 s against 9.5 s with 1 s, and
+        // 2.4 s over 20 hosts; callgrind on 4,000 hosts: 5.82 G instructions, 5.42 G with 1 s,
+        // 5.60 G with 0 (every connection resolves again). A second is enough for the requests
+        // of one host that start together to share one lookup; a host's later requests mostly
+        // reuse a connection, which needs none.
+        easy.set(CURLOPT_DNS_CACHE_TIMEOUT, Self.dnsCacheSeconds)
         easy.set(CURLOPT_USERAGENT, request.userAgent ?? options.userAgent)
         if let file = options.caFile { easy.set(CURLOPT_CAINFO, file) }
         if let folder = options.caPath { easy.set(CURLOPT_CAPATH, folder) }
