@@ -9,7 +9,7 @@ extension PostgresConnection {
         var result = parts.scheme
         if let user = parts.user, !user.isEmpty { result += user + "@" }
         result += parts.hostAndPath
-        let kept = parts.query.filter { parameterName($0) != "password" }
+        let kept = parts.query.filter { !secretParameters.contains(parameterName($0)) }
         if !kept.isEmpty { result += "?" + kept.joined(separator: "&") }
         return result
     }
@@ -20,7 +20,7 @@ extension PostgresConnection {
         var found: [String] = []
         if let parts = URIParts(url) {
             if let password = parts.password { found.append(password) }
-            for parameter in parts.query where parameterName(parameter) == "password" {
+            for parameter in parts.query where secretParameters.contains(parameterName(parameter)) {
                 found.append(String(parameter.drop { $0 != "=" }.dropFirst()))
             }
         } else {
@@ -28,6 +28,9 @@ extension PostgresConnection {
         }
         return found + found.compactMap { $0.removingPercentEncoding }.filter { !found.contains($0) }
     }
+
+    /// libpq's parameters that hold a secret: the password, and the one of the client key.
+    static let secretParameters: Set<String> = ["password", "sslpassword"]
 
     private static func parameterName(_ parameter: Substring) -> String {
         String(parameter.prefix { $0 != "=" }).removingPercentEncoding ?? String(parameter.prefix { $0 != "=" })
@@ -85,11 +88,11 @@ extension PostgresConnection {
     /// A `key=value` connection string without its `password` (values may be single-quoted,
     /// with `\'` and `\\` escapes, as libpq reads them).
     private static func redactedConnectionString(_ text: String) -> String {
-        connectionStringPairs(text).filter { $0.key != "password" }.map(\.raw).joined(separator: " ")
+        connectionStringPairs(text).filter { !secretParameters.contains($0.key) }.map(\.raw).joined(separator: " ")
     }
 
     private static func connectionStringPasswords(_ text: String) -> [String] {
-        connectionStringPairs(text).filter { $0.key == "password" }.map(\.value)
+        connectionStringPairs(text).filter { secretParameters.contains($0.key) }.map(\.value)
     }
 
     private static func connectionStringPairs(_ text: String) -> [(key: String, value: String, raw: String)] {

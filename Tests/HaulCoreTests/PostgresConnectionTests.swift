@@ -1,6 +1,6 @@
 import Foundation
 import HaulCore
-import HaulPostgres
+@testable import HaulPostgres
 import HaulTestSupport
 import Synchronization
 import Testing
@@ -27,6 +27,10 @@ struct PostgresURLTests {
             == "postgres://u@host/db?sslmode=require&connect_timeout=5")
         #expect(PostgresConnection.redacted("host=db user=u password='s3 cret' dbname=q") == "host=db user=u dbname=q")
         #expect(PostgresConnection.redacted("host=db password=s3cret") == "host=db")
+        // The client key's password is one too.
+        #expect(PostgresConnection.redacted("postgres://u@host/db?sslmode=require&sslpassword=K3Y") == "postgres://u@host/db?sslmode=require")
+        #expect(PostgresConnection.redacted("host=db sslpassword=K3Y sslmode=require") == "host=db sslmode=require")
+        #expect(PostgresConnection.passwords(in: "postgres://u:p@host/db?sslpassword=K3Y") == ["p", "K3Y"])
     }
 
     @Test func leavesURLsWithoutAPasswordAlone() {
