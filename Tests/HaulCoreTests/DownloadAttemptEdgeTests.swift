@@ -294,6 +294,12 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         let busy = try await download("/busy", into: try tempFile("busy"))
         XCTAssertEqual(busy.failure, .http(status: 503, retryAfter: "7"))
         XCTAssertEqual(policy.decide(busy.failure ?? .cancelled, attempt: 1), .retry(delay: 7, pauseHost: 7, discardPartial: false))
+        // A date is read by the server's clock (its Date header), not this machine's: 20 s, though
+        // long past here.
+        server.route("/dated", FaultServer.Response(status: 429, headers: [
+            "Retry-After": "Mon, 01 Jan 2001 00:00:20 GMT", "Date": "Mon, 01 Jan 2001 00:00:00 GMT"], body: "slow down"))
+        let dated = try await download("/dated", into: try tempFile("dated"))
+        XCTAssertEqual(dated.failure, .http(status: 429, retryAfter: "20"))
         server.route("/gone", FaultServer.Response(status: 404, headers: ["Content-Encoding": "gzip"], body: Data(repeating: 0x1F, count: 40)))
         let gone = try await download("/gone", into: try tempFile("gone"))
         XCTAssertEqual(gone.failure, .http(status: 404, retryAfter: nil), "the reason is the 404, not the encoding")

@@ -22,6 +22,19 @@ final class HTTPHeaderParsingTests: XCTestCase {
         XCTAssertEqual(RetryAfter.delay(from: " \t120 \r\n", now: exampleInstant), 120)
     }
 
+    /// A date is read against the response's Date (the server's clock); delay-seconds, a value
+    /// that is neither, or no readable Date leave the value as it is.
+    func testADateIsTurnedIntoSecondsByTheServersClock() {
+        let sent = "Sun, 06 Nov 1994 08:49:37 GMT"
+        XCTAssertEqual(RetryAfter.byServerClock("Sun, 06 Nov 1994 08:51:37 GMT", sentAt: sent, now: Date()), "120")
+        XCTAssertEqual(RetryAfter.byServerClock("Sunday, 06-Nov-94 08:49:38 GMT", sentAt: sent, now: exampleInstant), "1")
+        XCTAssertEqual(RetryAfter.byServerClock("Sun, 06 Nov 1994 08:40:00 GMT", sentAt: sent, now: Date()), "0", "before the Date: no wait")
+        XCTAssertEqual(RetryAfter.byServerClock("Sun, 06 Nov 1994 08:51:37 GMT", sentAt: nil, now: Date()), "Sun, 06 Nov 1994 08:51:37 GMT")
+        XCTAssertEqual(RetryAfter.byServerClock("Sun, 06 Nov 1994 08:51:37 GMT", sentAt: "yesterday", now: Date()), "Sun, 06 Nov 1994 08:51:37 GMT")
+        XCTAssertEqual(RetryAfter.byServerClock("120", sentAt: sent, now: Date()), "120")
+        XCTAssertEqual(RetryAfter.byServerClock("soon", sentAt: sent, now: Date()), "soon")
+    }
+
     func testDelaySecondsRejectsAnythingButDigits() {
         for value in ["-1", "1e3", "+5", "1.5", "", "   ", "1 2", "12a", "0x10", "١٢", "120s", "∞", "NaN", "1_000"] {
             XCTAssertNil(RetryAfter.delay(from: value, now: exampleInstant), "accepted \(value.debugDescription)")

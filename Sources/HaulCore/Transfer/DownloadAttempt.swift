@@ -268,6 +268,9 @@ public final class DownloadAttempt: BodySink {
                                                   contentType: head["content-type"], finalURL: head.url?.absoluteString)
             }
             if var failure = decide(head, &state) {
+                if case .http(let status, let retryAfter?, nil) = failure {
+                    failure = .http(status: status, retryAfter: RetryAfter.byServerClock(retryAfter, sentAt: head["date"]))
+                }
                 if case .http(let status, let retryAfter?, nil) = failure, let jobHost, let url = head.url,
                    let answered = try? HTTPURL(url.absoluteString).hostKey, answered != jobHost {
                     failure = .http(status: status, retryAfter: retryAfter, answeredBy: answered)

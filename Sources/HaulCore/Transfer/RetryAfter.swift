@@ -34,6 +34,18 @@ public enum RetryAfter {
         return min(remaining, maximumDelay)
     }
 
+    /// `value` as the wait it asks for, by the server's clock: an HTTP-date is turned into
+    /// `delay-seconds` counted from the response's `Date` (`sentAt`), so a machine whose clock is
+    /// off waits what the server meant (ten minutes slow, it paused every worker of a shared
+    /// queue ten minutes; fast, not at all). Without a `Date` that can be read, or for
+    /// `delay-seconds`, `value` as it is (then read against this machine's clock).
+    public static func byServerClock(_ value: String, sentAt date: String?, now: Date = Date()) -> String {
+        let trimmed = value.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let date, !trimmed.isEmpty, !trimmed.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              let sent = HTTPDate.parse(date, now: now), let delay = delay(from: value, now: sent) else { return value }
+        return String(Int(delay.rounded(.up)))
+    }
+
     private static func isSurroundingWhitespace(_ byte: UInt8) -> Bool {
         byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A
     }
