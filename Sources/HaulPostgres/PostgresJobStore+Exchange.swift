@@ -42,7 +42,7 @@ extension PostgresJobStore {
             for (hostID, limit) in request.limits.sorted(by: { $0.key < $1.key }) {
                 batch.add("UPDATE hosts SET current_limit = $1 WHERE id = $2", [.int(limit), .int(hostID)])
             }
-            if !request.progress.isEmpty { batch.add(Self.progressSQL, Self.progressArgs(request.progress, now: now)) }
+            let progressed = request.progress.isEmpty ? nil : batch.add(Self.progressSQL, Self.progressArgs(request.progress, now: now))
             let completions = Self.completionsOnly(request.outcomes)
             let completed = completions.flatMap { $0.isEmpty ? nil : batch.add(Self.completeSQL, completeArgs($0, worker: request.worker, now: now)) }
             if completions != nil && !request.releaseSlots.isEmpty {
@@ -61,6 +61,14 @@ extension PostgresJobStore {
             let answers = try send(batch)
             if answers[evicted].rows.first?.optionalInt(0) != nil { throw WorkerEvicted(owner: request.owner) }
             if let renewedJobs { result.lostJobs = Self.lost(request.renewJobs, renewed: answers[renewedJobs].rows) }
+            if let progressed {
+                // A lease found gone by its progress is lost too (a job cancelled mid-transfer).
+                let kept = Set(answers[progressed].rows.map { $0.int(0) })
+                for progress in request.progress where !kept.contains(progress.jobID) {
+                    let lease = JobLeaseID(jobID: progress.jobID, token: progress.token)
+                    if !result.lostJobs.contains(lease) { result.lostJobs.append(lease) }
+                }
+            }
             if let renewedSlots {
                 result.lostSlots = Self.lost(request.renewSlots, renewed: answers[renewedSlots].rows)
                 try releaseSlots(result.lostSlots)  // beyond a lowered cap: free now
@@ -297,6 +305,7 @@ extension PostgresJobStore {
         FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[]::bigint[], $6::text[], $7::text[])
             AS p(id, token, received, expected, etag, modified)
         WHERE j.id = p.id AND j.lease_token = p.token AND \(PostgresJobStore.heldRunning)
+        RETURNING j.id
         """
 
     static func progressArgs(_ updates: [Progress], now: Int) -> [Arg] {

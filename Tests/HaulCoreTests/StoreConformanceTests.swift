@@ -404,6 +404,25 @@ import Testing
     /// queue. A job whose lease is lost so `Lease.lostLeaseLimit` times (twice its attempts, at
     /// least 10: one that stops its
     /// worker every time) fails, that last attempt counted, with a reason that says so.
+    /// Progress sent for a lease no longer the sender's (its job cancelled) is not written, and
+    /// the lease comes back as lost in that exchange: the engine stops the transfer then, not at
+    /// its next renewal (after which a cancelled job's file could already be placed).
+    @Test(arguments: StoreKind.allCases) func progressOnALeaseNoLongerHeldReportsItLost(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let store = try fixture.open()
+        _ = try fixture.add(urls("a.example", 2), to: store)
+        let claimed = try store.exchange(request("m/1/1", claim: 2)).claimed
+        #expect(claimed.count == 2)
+        let (cancelled, kept) = (claimed[0], claimed[1])
+        #expect(try store.cancel([cancelled.jobID]) == [.changed])
+        var report = request("m/1/1")
+        report.progress = [cancelled, kept].map { Progress(jobID: $0.jobID, token: $0.token, receivedBytes: 10, expectedBytes: 100) }
+        let result = try store.exchange(report)
+        #expect(result.lostJobs == [JobLeaseID(jobID: cancelled.jobID, token: cancelled.token)])
+        #expect(try store.job(id: kept.jobID)?.receivedBytes == 10)
+        #expect(try store.job(id: cancelled.jobID)?.state == .cancelled)
+    }
+
     @Test(arguments: StoreKind.allCases) func aLeaseExpiringWithoutProgressCountsNoAttemptUntilTheLimit(_ kind: StoreKind) throws {
         let fixture = try StoreFixture(kind)
         let queue = try fixture.open()

@@ -354,6 +354,31 @@ final class RunEngineTests: XCTestCase {
         XCTAssertEqual(h.contents("one.bin"), body)
         XCTAssertEqual(try h.counts()["done"], 1)
     }
+
+    /// `haul cancel` of a job mid-transfer: the run hears it from its next progress write (about
+    /// a second), stops the transfer and places nothing; it heard it only at the lease's next
+    /// renewal (20 s), so a body ending before that was placed for a cancelled job (audit).
+    func testCancellingARunningJobStopsItsTransferAndPlacesNothing() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let body = runTestData(400_000, seed: 80)
+        server.route("/slow.bin") { request in
+            FaultServer.fileResponse(body, request: request).slowBody(bytesPerChunk: 16_384, delay: 0.2)  // about 5 s
+        }
+        try h.add([server.url("/slow.bin").absoluteString])
+        let run = try h.start(["run", "--quiet"])
+        XCTAssertTrue(RunHarness.poll(timeout: 10) { server.requestCount(path: "/slow.bin") == 1 }, "the transfer did not start")
+        let cancelled = Date()
+        XCTAssertEqual(try h.run(["cancel", "1"]).status, 0)
+
+        let result = run.wait(timeout: 30)
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertLessThan(Date().timeIntervalSince(cancelled), 3.5, "the transfer ran to its end")
+        XCTAssertNil(h.contents("slow.bin"), "a cancelled job's file was placed")
+        XCTAssertEqual(try h.counts()["cancelled"], 1)
+    }
 }
 
 /// `data` as a gzip member holding one stored (uncompressed) deflate block.

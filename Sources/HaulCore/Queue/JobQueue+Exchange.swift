@@ -15,7 +15,9 @@ extension JobQueue {
             for (hostID, limit) in request.limits {
                 try database.run("UPDATE hosts SET current_limit = ? WHERE id = ?", limit, hostID)
             }
-            try recordProgress(request.progress)
+            // A lease found gone by its progress is lost too (a job cancelled mid-transfer: its
+            // transfer stops now, not after it placed its file).
+            for lease in try recordProgress(request.progress) where !result.lostJobs.contains(lease) { result.lostJobs.append(lease) }
             var done = DoneTally()
             result.outcomes = try request.outcomes.map { try record($0, worker: request.worker, done: &done) }
             try count(done)

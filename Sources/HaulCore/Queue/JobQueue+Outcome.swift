@@ -28,19 +28,25 @@ extension JobQueue {
         }
     }
 
-    /// Records progress of running transfers (bytes, size, validators). Stale entries are skipped.
-    public func recordProgress(_ updates: [Progress]) throws {
-        guard !updates.isEmpty else { return }
+    /// Records progress of running transfers (bytes, size, validators). Stale entries are
+    /// skipped, and returned: their leases are no longer the caller's (a job cancelled, or
+    /// taken back), which the engine hears at once rather than at its next renewal.
+    @discardableResult
+    public func recordProgress(_ updates: [Progress]) throws -> [JobLeaseID] {
+        guard !updates.isEmpty else { return [] }
         let now = clock()
-        try database.transaction(.write) {
+        return try database.transaction(.write) {
             let statement = try database.statement("""
                 UPDATE OR FAIL jobs SET received_bytes = ?, expected_bytes = ?, etag = ?, last_modified = ?, updated_at = ?
                 WHERE id = ? AND lease_token = ? AND state = 'running'
                 """)
+            var stale: [JobLeaseID] = []
             for update in updates {
                 try statement.run([update.receivedBytes, update.expectedBytes, update.etag, update.lastModified, now,
                                    update.jobID, update.token])
+                if database.changes == 0 { stale.append(JobLeaseID(jobID: update.jobID, token: update.token)) }
             }
+            return stale
         }
     }
 
