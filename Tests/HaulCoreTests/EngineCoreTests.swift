@@ -125,6 +125,39 @@ final class EngineCoreTests: XCTestCase {
         return Harness.exchange(in: harness.send(.exchanged(answer)))?.claim.nonZero
     }
 
+    /// Jobs claimed ahead that went unstarted for five seconds (no slot for them: slow
+    /// downloads elsewhere, or another worker holding the cap), beyond two rounds, go back to the
+    /// queue uncounted, the last claimed first, so another worker can take them; two rounds stay.
+    func testJobsClaimedAheadAndUnstartedForFiveSecondsAreHandedBack() {
+        var harness = Harness(workers: 2, claimAheadRounds: 16, claimBelowRounds: 12)
+        harness.claimed((1...32).map { Self.lease($0, host: 1 + $0 % 3) })
+        harness.settle()
+        harness.now += EngineCore.handBackAfter - 1
+        XCTAssertNil(harness.pending, "nothing to say yet")
+        harness.send(.tick)
+        XCTAssertTrue(harness.pending?.outcomes.isEmpty ?? true, "handed back before five seconds")
+        harness.settle()
+        harness.now += 1
+        let out = harness.send(.tick)
+        let released = (Harness.exchange(in: out)?.outcomes ?? []).compactMap { outcome -> Int? in
+            if case .release(let id, _, let reason, nil, nil) = outcome, reason == EngineCore.handedBack { return id }
+            return nil
+        }
+        XCTAssertEqual(released.count, 28, "all but two rounds: \(released)")
+        for host in 0..<3 {
+            // Of each host, the last claimed go: what stays is a front.
+            let ids = (1...32).filter { $0 % 3 == host }
+            let kept = ids.filter { !released.contains($0) }
+            XCTAssertEqual(kept, Array(ids.prefix(kept.count)), "host \(host + 1): \(released)")
+        }
+        var answer = ExchangeResult()
+        answer.outcomes = released.map { _ in .recorded }
+        harness.send(.exchanged(answer))
+        harness.now += EngineCore.handBackAfter
+        harness.send(.tick)
+        XCTAssertTrue(harness.pending?.outcomes.isEmpty ?? true, "two rounds stay in hand")
+    }
+
     /// With more rounds in hand than four (SQLite's six), claims wait until fewer than four
     /// rounds are left, then fill the hand again in one exchange: fewer, larger transactions.
     func testWithSixRoundsInHandTheNextClaimWaitsUntilFewerThanFourRoundsAreLeft() {

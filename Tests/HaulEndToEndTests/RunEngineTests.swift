@@ -355,6 +355,34 @@ final class RunEngineTests: XCTestCase {
         XCTAssertEqual(try h.counts()["done"], 1)
     }
 
+    /// Two runs on one queue, each `-j 1`, ten jobs of a second each: the first claims them all
+    /// ahead (twelve rounds on SQLite); after five seconds it hands back what it has not started
+    /// beyond two rounds, and the second, waiting, does those. (Before, the second did none and
+    /// the batch took the first's ten seconds.)
+    func testJobsHeldAheadByOneRunAreHandedBackForAnotherToTake() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let body = runTestData(10_000, seed: 81)
+        server.setFallback { request in
+            var response = FaultServer.fileResponse(body, request: request)
+            response.delayBeforeHeaders = 1
+            return response
+        }
+        try h.add((1...10).map { server.url("/s\($0).bin").absoluteString })
+        let first = try h.start(["run", "--json", "-j", "1", "--per-host", "2", "--worker", "first"])
+        XCTAssertTrue(RunHarness.poll(timeout: 10) { server.requestCount() >= 1 }, "the first run did not start")
+        let second = try h.run(["run", "--json", "-j", "1", "--per-host", "2", "--worker", "second"], timeout: 30)
+        let firstResult = first.wait(timeout: 30)
+
+        XCTAssertEqual(firstResult.status, 0, firstResult.stdoutText + firstResult.stderrText)
+        XCTAssertEqual(second.status, 0, second.stdoutText + second.stderrText)
+        XCTAssertEqual(try h.counts()["done"], 10)
+        let byWorker = (1...10).compactMap { try? h.show($0)["placed_by"] as? String }
+        XCTAssertGreaterThanOrEqual(byWorker.filter { $0 == "second" }.count, 2, "the second run did \(byWorker)")
+        for id in 1...10 { XCTAssertEqual(try h.show(id)["attempts"] as? Int, 1, "handing back costs no attempt") }
+    }
+
     /// `haul cancel` of a job mid-transfer: the run hears it from its next progress write (about
     /// a second), stops the transfer and places nothing; it heard it only at the lease's next
     /// renewal (20 s), so a body ending before that was placed for a cancelled job (audit).

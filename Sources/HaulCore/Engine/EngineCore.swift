@@ -168,6 +168,14 @@ struct EngineCore {
             hasAnswered = true
         }
 
+        /// The ready job claimed last (for handing back; see `handBackUnstarted`).
+        mutating func popLastReady() -> Lease? {
+            guard readyStart < ready.count else { return nil }
+            let lease = ready.removeLast()
+            preparedFront = min(preparedFront, ready.count - readyStart)
+            return lease
+        }
+
         mutating func popReady() -> Lease? {
             guard readyStart < ready.count else { return nil }
             let lease = ready[readyStart]
@@ -293,6 +301,11 @@ struct EngineCore {
     private var failedInARow = 0
     private var lastProgress = 0
     private var claimNotBefore = 0
+    /// When a claim last brought jobs (0: never).
+    private var lastClaimedAt = 0
+    /// Jobs claimed ahead went unstarted for `handBackAfter`: claims keep two rounds in hand,
+    /// not the store's, until two rounds last less than a second (see `handBackUnstarted`).
+    private var claimsSlowed = false
     private var exchangeNotBefore = 0
     private var drained = false
     /// Queued jobs the last claim that found none saw.
@@ -326,7 +339,7 @@ struct EngineCore {
 
     private var renewEvery: Int { config.leaseMilliseconds / 3 }
     /// Jobs claims keep in hand, not started.
-    private var claimTarget: Int { config.claimAheadRounds * config.workers }
+    private var claimTarget: Int { (claimsSlowed ? min(2, config.claimAheadRounds) : config.claimAheadRounds) * config.workers }
     /// A claim is due once fewer than this many are in hand: a quarter round short of the
     /// target, or the store's `claimBelowRounds` when that is fewer (why SQLite claims below eight
     /// of its twelve rounds: `JobQueue.claimBelowRounds`; eight rounds cover an exchange's
@@ -855,6 +868,12 @@ struct EngineCore {
                 actions.append(.cancel(token: token))
             }
         }
+        if !result.claimed.isEmpty {
+            // Two rounds used up within a second: jobs start fast again, and a full hand is
+            // what keeps them going between exchanges.
+            if claimsSlowed && now - lastClaimedAt < 1000 { claimsSlowed = false }
+            lastClaimedAt = now
+        }
         for claimed in result.claimed where !stopping {
             let id = claimed.job.hostID
             if hosts[id] == nil { hostOrder.append(id) }
@@ -973,6 +992,7 @@ struct EngineCore {
         if now >= letGoAt { letLeasesGo(now: now, into: &actions) }
         reviewBlockedFolders(now: now, into: &actions)
         startTransfers(now: now, into: &actions)
+        handBackUnstarted(now: now, into: &actions)
         prepareAhead(into: &actions)
         pruneHosts(now: now)
         if holdsNoJob && (lastQueued == 0 || claimBlockedReady == 0) && !drained && confirmDrain {
@@ -1127,6 +1147,34 @@ struct EngineCore {
                 if contiguous { prepared += 1 }
             }
             hosts[id]?.preparedFront = prepared
+        }
+    }
+
+    /// How long jobs claimed ahead may wait unstarted, beyond two rounds, before they go back.
+    static let handBackAfter = 5000
+    static let handedBack = "\(Attempt.interruptedPrefix) handed back unstarted (claimed ahead, not started within \(handBackAfter / 1000) s), for any worker to take"
+
+    /// Jobs claimed ahead that no slot started for `handBackAfter` since the last claim, beyond
+    /// two rounds, go back to the queue uncounted, the last claimed first, and later claims keep
+    /// two rounds in hand: another worker on the queue takes them, where slow downloads (large
+    /// files) held by one worker's hand left another idle (with `-j 2` on PostgreSQL, sixteen
+    /// rounds: 28 of 30 jobs of three seconds each, and a second worker did none). Jobs that
+    /// start quickly never wait that long.
+    private mutating func handBackUnstarted(now: Int, into actions: inout [Action]) {
+        let keep = 2 * config.workers
+        var surplus = readyTotal - parkedCount - keep
+        guard !stopping, surplus > 0, lastClaimedAt > 0, now - lastClaimedAt >= Self.handBackAfter else { return }
+        claimsSlowed = true
+        var took = true
+        while surplus > 0 && took {
+            took = false
+            for id in hostOrder.reversed() where surplus > 0 {
+                guard let lease = hosts[id]?.popLastReady() else { continue }
+                took = true
+                surplus -= 1
+                dropAhead(lease.token, jobID: lease.jobID, into: &actions)
+                queue(.release(jobID: lease.jobID, token: lease.token, reason: Self.handedBack, progress: nil), Pending(lease: lease), now: now)
+            }
         }
     }
 
@@ -1288,6 +1336,7 @@ struct EngineCore {
         var soonest: Int?
         func add(_ time: Int) { soonest = min(soonest ?? .max, max(time, now + 1)) }
         if placing.isEmpty, !verified.isEmpty, let oldest = oldestVerified { add(oldest + config.batchDelay) }
+        if lastClaimedAt > 0, readyTotal - parkedCount > 2 * config.workers { add(lastClaimedAt + Self.handBackAfter) }
         if letGoAt != .max { add(letGoAt) }
         if inFlight == nil && exchangeNotBefore > now {
             add(exchangeNotBefore)  // after a failed exchange, nothing is sent before this
