@@ -40,7 +40,8 @@ extension PostgresJobStore {
                 batch.add(Self.pauseHostSQL, [.text(pause.host), .int(pause.until + skew), .text(pause.reason)])
             }
             for (hostID, limit) in request.limits.sorted(by: { $0.key < $1.key }) {
-                batch.add("UPDATE hosts SET current_limit = $1 WHERE id = $2", [.int(limit), .int(hostID)])
+                batch.add("UPDATE hosts SET current_limit = $1, limit_until = $3 WHERE id = $2",
+                          [.int(limit), .int(hostID), .int(limit == nil ? 0 : now + Exchange.limitLifetime(request.leaseMilliseconds))])
             }
             let progressed = request.progress.isEmpty ? nil : batch.add(Self.progressSQL, Self.progressArgs(request.progress, now: now))
             let completions = Self.completionsOnly(request.outcomes)
@@ -360,9 +361,11 @@ extension PostgresJobStore {
         let asked = wanted.filter { $0.value > 0 }
         guard !asked.isEmpty else { return ([], [:]) }
         var caps: [Int: Int] = [:]
+        var limits: [Int: Int] = [:]
         var open: [Int] = []
         for row in try read?.caps ?? rows(Self.grantReadsSQL.caps, Self.grantReadsArgs(asked, now: now)) {
             caps[row.int(0)] = row.int(2)
+            if let limit = row.optionalInt(3) { limits[row.int(0)] = limit }
             if !row.bool(1) { open.append(row.int(0)) }
         }
         guard !open.isEmpty else { return ([], caps) }
@@ -376,7 +379,10 @@ extension PostgresJobStore {
         for host in open {
             let cap = caps[host] ?? 1, used = live[host] ?? [], count = asked[host] ?? 0
             guard used.allSatisfy({ $0 < cap }) else { continue }  // beyond a lowered cap: wait
-            for index in (0..<cap).filter({ !used.contains($0) }).prefix(count) {
+            // A host held below its cap by a worker it told it is overloaded (429, 503): no more
+            // live slots in all than that limit.
+            let room = max(0, min(cap, limits[host] ?? cap) - used.count)
+            for index in (0..<cap).filter({ !used.contains($0) }).prefix(min(count, room)) {
                 if idle[host]?.contains(index) == true {
                     reuseHosts.append(host)
                     reuseIndices.append(index)
@@ -439,7 +445,7 @@ extension PostgresJobStore {
     /// A grant's reads: the caps and pauses of the hosts asked for, then their slots (`$1` the
     /// hosts, `$2` the time).
     static let grantReadsSQL = (
-        caps: "SELECT h.id, h.paused_until > $2, \(capOfHost) FROM hosts h WHERE h.id = ANY($1::bigint[])",
+        caps: "SELECT h.id, h.paused_until > $2, \(capOfHost), CASE WHEN h.limit_until > $2 THEN h.current_limit END FROM hosts h WHERE h.id = ANY($1::bigint[])",
         slots: "SELECT host_id, slot, expires_at > $2 FROM host_slots WHERE host_id = ANY($1::bigint[])")
 
     static func grantReadsArgs(_ asked: [Int: Int], now: Int) -> [Arg] {

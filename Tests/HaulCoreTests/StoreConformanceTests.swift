@@ -162,6 +162,27 @@ import Testing
         #expect(try queue.liveSlots() == ["a.example:443": 2])
     }
 
+    /// A host one worker holds below its cap (it said 429 or 503) gets no more live slots in all
+    /// than that limit, from any worker's grant; back at its cap, the others get theirs. (Only
+    /// the worker that saw the answers held itself to the limit: one that started later got the
+    /// whole cap.)
+    @Test(arguments: StoreKind.allCases) func aHostsOverloadLimitHoldsForEveryWorkersGrants(_ kind: StoreKind) throws {
+        let fixture = try StoreFixture(kind)
+        let (stores, host) = try claimersOfOneHost(fixture, 2, cap: 4)
+        var limited = request("a/1/1", want: [host: 1])
+        limited.limits = [host: 1]
+        #expect(try stores[0].exchange(limited).grantedSlots.count == 1)
+        #expect(try stores[1].exchange(request("b/1/1", want: [host: 3])).grantedSlots.isEmpty, "beyond the shared limit")
+        var raised = request("a/1/1")
+        raised.limits = [host: 2]
+        _ = try stores[0].exchange(raised)
+        #expect(try stores[1].exchange(request("b/1/1", want: [host: 3])).grantedSlots.count == 1, "up to the limit in all")
+        var back = request("a/1/1")
+        back.limits = [host: Int?.none]
+        _ = try stores[0].exchange(back)
+        #expect(try stores[1].exchange(request("b/1/1", want: [host: 3])).grantedSlots.count == 2, "back at the cap of 4")
+    }
+
     @Test(arguments: StoreKind.allCases) func aPausedHostGetsNoSlotNorClaimAndIsReported(_ kind: StoreKind) throws {
         let fixture = try StoreFixture(kind)
         let queue = try fixture.open()

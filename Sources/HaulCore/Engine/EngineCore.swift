@@ -1293,6 +1293,11 @@ struct EngineCore {
         let sending = Array(outbox.prefix(Self.exchangeOutcomes))
         request.outcomes = sending.map(\.0)
         request.pauses = pauses
+        if renewal {
+            // The limits this worker still holds hosts to, sent again so they keep holding for
+            // every worker's grants (see `Exchange.limitLifetime`).
+            for (id, host) in hosts where host.limit != nil && limitChanges[id] == nil { limitChanges[id] = .some(host.limit) }
+        }
         request.limits = limitChanges
         let sentLimits = limitChanges
         limitChanges.removeAll()

@@ -18,7 +18,9 @@ public struct Exchange: Sendable {
     public var outcomes: [Outcome] = []
     public var progress: [Progress] = []
     public var pauses: [HostPause] = []
-    /// Hosts whose overload limit changed, by host id: the limit, or nil when back at the cap.
+    /// Hosts whose overload limit changed, by host id: the limit, or nil when back at the cap;
+    /// and, at each renewal, the limits still held. Every worker's slot grants keep a host's
+    /// live slots within its limit for `limitLifetime` after it was sent.
     public var limits: [Int: Int?] = [:]
     /// Job leases to renew (empty between renewals).
     public var renewJobs: [JobLeaseID] = []
@@ -60,6 +62,13 @@ extension Exchange {
 }
 
 /// A job lease by its job and token, for renewals.
+extension Exchange {
+    /// How long a host's limit sent in `limits` holds for every worker's slot grants, for an
+    /// exchange of `leaseMilliseconds`: three renewals (the engine sends its limits again at
+    /// each), so the limit of a worker that stopped lapses within a minute by default.
+    public static func limitLifetime(_ leaseMilliseconds: Int) -> Int { 3 * leaseMilliseconds }
+}
+
 public struct JobLeaseID: Sendable, Hashable {
     public var jobID: Int
     public var token: String

@@ -13,7 +13,8 @@ extension JobQueue {
                 try pauseHost(pause.host, until: pause.until, reason: pause.reason)
             }
             for (hostID, limit) in request.limits {
-                try database.run("UPDATE hosts SET current_limit = ? WHERE id = ?", limit, hostID)
+                try database.run("UPDATE hosts SET current_limit = ?, limit_until = ? WHERE id = ?",
+                                 limit, limit == nil ? 0 : now + Exchange.limitLifetime(request.leaseMilliseconds), hostID)
             }
             // A lease found gone by its progress is lost too (a job cancelled mid-transfer: its
             // transfer stops now, not after it placed its file).
@@ -117,7 +118,7 @@ extension JobQueue {
     private func grantSlots(_ wanted: [Int: Int], owner: String, now: Int, leaseMilliseconds: Int) throws -> ([SlotLease], [Int: Int]) {
         let dead = try database.statement("DELETE FROM host_slots WHERE host_id = ? AND expires_at <= ?")
         let used = try database.statement("SELECT slot FROM host_slots WHERE host_id = ?")
-        let paused = try database.statement("SELECT paused_until > ? FROM hosts WHERE id = ?")
+        let paused = try database.statement("SELECT paused_until > ?1, CASE WHEN limit_until > ?1 THEN current_limit END FROM hosts WHERE id = ?2")
         let insert = try database.statement(
             "INSERT INTO host_slots (host_id, slot, owner, token, expires_at) VALUES (?, ?, ?, ?, ?)")
         let want = try database.statement("UPDATE hosts SET wanted_by = ?, wanted_at = ? WHERE id = ?")
@@ -127,12 +128,15 @@ extension JobQueue {
         for (hostID, count) in wanted.sorted(by: { $0.key < $1.key }) where count > 0 {
             let cap = try hostCap(hostID)
             caps[hostID] = cap
-            if try paused.firstRow([now, hostID], { $0.int(0) }) != 0 { continue }
+            guard let (isPaused, limit) = try paused.firstRow([now, hostID], { ($0.int(0) != 0, $0.optionalInt(1)) }), !isPaused else { continue }
             try dead.run([hostID, now])
             let taken = Set(try used.rows([hostID]) { $0.int(0) })
             var given = 0
-            // Live slots at an index beyond a lowered cap count too, until they are renewed away.
-            for index in 0..<cap where given < count && taken.count + given < cap && !taken.contains(index) {
+            // Live slots at an index beyond a lowered cap count too, until they are renewed away;
+            // a host held below its cap by a worker it told it is overloaded (429, 503) gets no
+            // more live slots in all than that limit.
+            let room = min(cap, limit ?? cap)
+            for index in 0..<cap where given < count && taken.count + given < room && !taken.contains(index) {
                 let token = Self.newToken()
                 try insert.run([hostID, index, owner, token, now + leaseMilliseconds])
                 granted.append(SlotLease(hostID: hostID, index: index, token: token))
