@@ -21,6 +21,9 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
         case unknownMigration(version: Int, name: String)
         /// The database holds another program's tables and no haul schema: haul adds nothing.
         case notAQueue
+        /// The database holds no haul queue, and the command only reads or changes an existing
+        /// one (`status`, `list`…): nothing is created.
+        case noQueue
         /// A migration the queue needs was refused for want of rights (42501): bringing a
         /// schema up to date takes its tables' owner. `name`: the migration refused.
         case upgradeNeedsOwner(name: String)
@@ -82,6 +85,8 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
             return "the queue at \(location) has schema migration \(version) (\(name)) that this haul does not know; it was made by a newer haul — use that version, or another --db. The database was left untouched"
         case .notAQueue:
             return "the database at \(location) holds another program's tables, not a haul queue; it was left untouched — create a database for haul and name it with --db"
+        case .noQueue:
+            return "no haul queue in the database at \(location); create one with `haul add`, or name another with --db or HAUL_DB"
         case .upgradeNeedsOwner(let name):
             return "the queue at \(location) needs its schema brought up to date for this haul (\(name)), which the user haul connected as may not do: \(message); run this haul once as the user that owns the queue's tables (`haul status` will do), then again as this one"
         case .server, .client:

@@ -52,10 +52,12 @@ public final class PostgresJobStore: JobStore {
 
     /// Connects to `url` (`postgres://USER@HOST:PORT/DB`, or any libpq connection string; a
     /// password from the URL, `PGPASSWORD` or `~/.pgpass`) and brings the schema up to date.
-    public init(url: String) throws {
+    /// `create` false: a database without a queue is refused (`PostgresError.Kind.noQueue`),
+    /// for the commands that only read or change existing jobs.
+    public init(url: String, create: Bool = true) throws {
         self.url = url
         connection = try PostgresConnection(url: url)
-        try PostgresMigrator().migrate(connection)
+        try PostgresMigrator().migrate(connection, create: create)
         try configureSession()
         sessionConfigured = true
     }

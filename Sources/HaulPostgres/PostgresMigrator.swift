@@ -35,7 +35,8 @@ public struct PostgresMigrator: Sendable {
     }
 
     /// Applies every pending migration. Waits while another migrator holds the lock.
-    public func migrate(_ connection: PostgresConnection) throws {
+    /// `create` false: a database without haul's schema is refused (`.noQueue`), not given one.
+    public func migrate(_ connection: PostgresConnection, create: Bool = true) throws {
         try connection.run("SELECT pg_advisory_lock($1::bigint)", [.int(Int(Self.advisoryLockKey))])
         var unlocked = false
         defer {
@@ -54,6 +55,9 @@ public struct PostgresMigrator: Sendable {
             WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
             """).first?.bool(0) == true {
             throw PostgresError(kind: .notAQueue, message: "the database holds tables but no haul schema")
+        }
+        if applied.isEmpty && !create {
+            throw PostgresError(kind: .noQueue, message: "the database holds no haul queue")
         }
         let done = Set(applied.map(\.version))
         let pending = migrations.filter { !done.contains($0.version) }

@@ -28,10 +28,12 @@ enum StoreOpener {
         isServerURL(location) ? PostgresConnection.redacted(location) : location
     }
 
-    /// Opens the queue; `create` false refuses a SQLite file that does not exist yet.
+    /// Opens the queue; `create` false refuses a SQLite file that does not exist yet, and a
+    /// PostgreSQL database without haul's schema.
     static func open(_ location: String, create: Bool, busyTimeout: Double) throws -> any JobStore {
-        // A PostgreSQL database is made by its administrator; haul brings its schema up to date.
-        if isServerURL(location) { return try PostgresJobStore(url: location) }
+        // A PostgreSQL database is made by its administrator; haul brings its schema up to date
+        // (and makes it for the commands that add jobs).
+        if isServerURL(location) { return try PostgresJobStore(url: location, create: create) }
         return try JobQueue(path: location, mode: create ? .createIfMissing : .mustExist, busyTimeout: busyTimeout)
     }
 }

@@ -749,6 +749,21 @@ struct PostgresConnectionTests {
         #expect(try connection.query("SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = current_database()").first?.int(0) == 0)
     }
 
+    /// The commands that only read or change existing jobs (`status`, `list`…) open a database
+    /// without a queue refusing it, with nothing made there (they made every table, so a
+    /// mistyped --db got a queue); the commands that add jobs make it.
+    @Test func aDatabaseWithoutAQueueIsRefusedUnlessJobsAreAdded() throws {
+        let url = try freshDatabase()
+        let error = try #require(throws: PostgresError.self) { try PostgresJobStore(url: url, create: false) }
+        #expect(error.kind == .noQueue)
+        let connection = try PostgresConnection(url: url)
+        #expect(error.explained(location: connection.location, busyTimeout: 5).contains("no haul queue in the database at \(connection.location)"))
+        #expect(try connection.query("SELECT count(*) FROM pg_class WHERE relnamespace = current_schema()::regnamespace AND relkind = 'r'").first?.int(0) == 0)
+        #expect(try connection.query("SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = current_database()").first?.int(0) == 0)
+        _ = try PostgresJobStore(url: url)
+        _ = try PostgresJobStore(url: url, create: false)  // now there is one
+    }
+
     /// A migration that fails during an upgrade leaves the versions before it (a new database:
     /// `aFailedMigrationLeavesANewDatabaseEmpty`).
     @Test func failingMigrationLeavesTheDatabaseAtAWholeVersion() throws {
