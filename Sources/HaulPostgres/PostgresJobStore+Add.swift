@@ -148,7 +148,16 @@ extension PostgresJobStore {
         let taken = try rows("""
             UPDATE jobs SET checksum = $1 WHERE id = $2 AND checksum IS NULL AND state IN ('queued', 'failed', 'cancelled') RETURNING id
             """, [.text(batch.checksum(index)), .int(holder.id)])
-        return taken.isEmpty ? .rejected(.checksumTooLate(byJob: holder.id, state: .running)) : outcome
+        guard taken.isEmpty else { return outcome }
+        // Changed since it was read (claimed, or given a checksum by another add): judged again
+        // as it is now, refused when it would still take this one.
+        guard let now = try rows(Self.holdersSQL, [.ints([holder.key])]).first.map(Holder.init) else { return outcome }
+        let again = batch.outcome(of: index, heldBy: now.id, url: now.url, destination: now.destination,
+                                  checksum: now.checksum, state: now.state, suffixed: suffixed)
+        if case .alreadyQueued = again, batch.adoptsChecksum(index, held: now.checksum) {
+            return .rejected(.checksumTooLate(byJob: now.id, state: now.state == .done ? .done : .running))
+        }
+        return again
     }
 
     /// Inserts the entries `chunk` (no key twice) with one statement; returns the new ids by key.

@@ -895,3 +895,181 @@ extension EngineCoreTests {
 private extension Int {
     var nonZero: Int? { self == 0 ? nil : self }
 }
+
+/// Found by review: a folder's probe handed back unstarted stayed its probe, and the folder's
+/// parked jobs never went on (the run never ended).
+extension EngineCoreTests {
+    func testAFoldersProbeHandedBackIsReplacedByAnotherOfItsJobs() {
+        var harness = Harness(workers: 1, claimAheadRounds: 16, claimBelowRounds: 12)
+        func other(_ id: Int) -> Lease {
+            Lease(job: Job(id: id, url: "http://h2.test/\(id)", host: "h2.test:80", hostID: 2, destination: "/other/\(id)"),
+                  token: "t\(id)", firstTry: false)
+        }
+        // Jobs 1 and 2 of /out (host 1); 10...14 of /other (host 2), which gets no slot.
+        let jobs = [Self.lease(1), Self.lease(2)] + (10...14).map(other)
+        _ = started(&harness, jobs: jobs, slots: [Self.slot(0)])
+        harness.send(.prepared(token: "t1", forget: nil))
+        harness.send(.transferEnded(token: "t1", .failed(.local(folder: "/out", why: "read-only"), status: nil, snapshot: nil), resumedFrom: 0))
+        harness.settle()
+        var all: [EngineCore.Action] = []
+        var finished = false
+        // Ten minutes of ticks; no slot is granted to host 2, none again to host 1.
+        for _ in 0..<600 {
+            harness.now += 1000
+            all += harness.send(.tick)
+            all += harness.settle()
+            if all.contains(where: { if case .finish = $0 { return true } else { return false } }) { finished = true; break }
+        }
+        let released = harness.actions.compactMap { action -> [Int]? in
+            guard case .exchange(let request, _) = action else { return nil }
+            return request.outcomes.compactMap { if case .release(let id, _, let reason, _, _) = $0, reason == EngineCore.handedBack { return id } else { return nil } }
+        }.flatMap { $0 }
+        XCTAssertTrue(released.contains(1), "the probe (job 1) is handed back")
+        // Job 2 probes the folder now: a slot of host 1 is asked for it after the hand-back (none
+        // is granted here; before, none was ever asked and the run could not end).
+        let requests = harness.actions.compactMap { action -> Exchange? in if case .exchange(let request, _) = action { return request } else { return nil } }
+        let handBack = requests.firstIndex { $0.outcomes.contains { if case .release(1, _, _, _, _) = $0 { return true } else { return false } } }
+        XCTAssertTrue(handBack.map { requests[($0 + 1)...].contains { $0.wantSlots[1] != nil } } ?? false, "no slot asked for the folder's next probe")
+
+    }
+}
+
+/// Found by review: a host that answered, then was pruned (nothing in hand for a moment), forgot
+/// it had answered: when it went down later its jobs failed after the probes alone, not after
+/// --max-host-down.
+extension EngineCoreTests {
+    private func secondsUntilHostOneFails(otherHosts: Int) -> Double? {
+        var harness = Harness(workers: 1, claimAheadRounds: 16, claimBelowRounds: 4)
+        harness.core = EngineCore(config: EngineCore.Config(workers: 1, owner: "me/1/1", leaseMilliseconds: 60_000, maxAttempts: nil,
+                                                            policy: RetryPolicy(backoff: Backoff(base: 1, cap: 1)), hostDownLimit: 120_000,
+                                                            claimAheadRounds: 16, claimBelowRounds: 4))
+        harness.send(.begin)
+        var first = ExchangeResult()
+        first.claimed = [Self.lease(1)] + (0..<otherHosts).map { Self.lease(20 + $0, host: 2 + $0) }
+        first.grantedSlots = [Self.slot(0)]
+        harness.send(.exchanged(first))
+        harness.send(.prepared(token: "t1", forget: nil))
+        harness.send(.transferEnded(token: "t1", .verified(status: 200, bytes: 10), resumedFrom: 0))
+        harness.send(.placed(["t1": Harness.placedFile]))
+        var nextID = 100
+        var slotIndex = 1
+        var claimedHostOne = false
+        var downSince: Int?
+        var handled = Set<String>()
+        for _ in 0..<2000 {
+            harness.now += 100
+            var out = harness.send(.tick)
+            if let request = harness.pending {
+                var answer = ExchangeResult()
+                answer.outcomes = request.outcomes.map { _ in .recorded }
+                for outcome in request.outcomes {
+                    if case .fail(let id, _, _, let reason) = outcome, id >= 100 || id == 5 {
+                        return Double(harness.now - (downSince ?? harness.now)) / 1000
+                    }
+                }
+                if request.claim > 0 { answer.unfinished = (0, 1) }
+                for host in 2..<(2 + otherHosts) { answer.pausedHosts[host] = 1_000_000 + 10_000_000 }
+                let releasedHostOne = request.outcomes.contains { if case .release(let id, _, _, _, _) = $0, id >= 100 || id == 5 { return true } else { return false } }
+                if harness.now > 1_000_000 + 3_000 && (!claimedHostOne || releasedHostOne) {
+                    claimedHostOne = true
+                    answer.claimed = [Self.lease(nextID)]
+                    answer.unfinished = nil
+                }
+                if request.wantSlots[1] != nil { answer.grantedSlots = [Self.slot(slotIndex)]; slotIndex += 1 }
+                out += harness.send(.exchanged(answer))
+            }
+            for lease in Harness.prepared(in: out) where lease.job.hostID == 1 && !handled.contains(lease.token) {
+                handled.insert(lease.token)
+                if downSince == nil { downSince = harness.now }
+                harness.send(.prepared(token: lease.token, forget: nil))
+                harness.send(.transferEnded(token: lease.token, .failed(.unreachable("connection refused"), status: nil, snapshot: nil), resumedFrom: 0))
+                nextID += 1
+            }
+        }
+        return nil
+    }
+
+    func testAHostThatAnsweredIsWaitedForEvenAfterItsRecordWasPruned() {
+        let unpruned = secondsUntilHostOneFails(otherHosts: 1)
+        let pruned = secondsUntilHostOneFails(otherHosts: 5)
+        XCTAssertTrue(unpruned == nil || unpruned! >= 120, "\(String(describing: unpruned))")
+        XCTAssertTrue(pruned == nil || pruned! >= 120, "the same host, answering the same way, pruned between: \(String(describing: pruned))")
+    }
+}
+
+/// Found by review: one worker alone on files of a few seconds handed back its hand and claimed
+/// it again every five seconds. Now: one hand-back, then two rounds in hand for good.
+extension EngineCoreTests {
+    private func handBacks(workers: Int, rounds: Int, below: Int, seconds: Double, hosts: Int = 8, runFor: Int = 120_000) -> (handedBack: Int, done: Int, claims: Int) {
+        var harness = Harness(workers: workers, claimAheadRounds: rounds, claimBelowRounds: below)
+        var nextID = 1
+        var slotIndex = 0
+        var ends: [String: Int] = [:]
+        var handedBack = 0, done = 0, claims = 0
+        var rng: UInt64 = 42
+        let start = harness.now
+        func handle(_ out: [EngineCore.Action]) -> [EngineCore.Event] {
+            var events: [EngineCore.Event] = []
+            for action in out {
+                switch action {
+                case .prepare(let lease): events.append(.prepared(token: lease.token, forget: nil))
+                case .fetch(let token):
+                    rng = rng &* 6364136223846793005 &+ 1442695040888963407
+                    let jitter = 0.5 + Double(rng >> 11) / Double(1 << 53)
+                    ends[token] = harness.now + Int(seconds * 1000 * jitter)
+                case .place(let tokens): events.append(.placed(Dictionary(uniqueKeysWithValues: tokens.map { ($0, Harness.placedFile) })))
+                default: break
+                }
+            }
+            return events
+        }
+        while harness.now - start < runFor {
+            harness.now += 50
+            var events: [EngineCore.Event] = harness.now - start == 50 ? [.begin] : [.tick]
+            for (token, end) in ends where end <= harness.now {
+                ends[token] = nil
+                events.append(.transferEnded(token: token, .verified(status: 200, bytes: 10), resumedFrom: 0))
+            }
+            var guardCount = 0
+            while !events.isEmpty && guardCount < 100 {
+                guardCount += 1
+                let event = events.removeFirst()
+                var out = harness.send(event)
+                var answers = 0
+                while let request = harness.pending, answers < 20 {
+                    answers += 1
+                    var answer = ExchangeResult()
+                    answer.outcomes = request.outcomes.map { _ in .recorded }
+                    for outcome in request.outcomes {
+                        if case .release(_, _, let reason, _, _) = outcome, reason == EngineCore.handedBack { handedBack += 1 }
+                        if case .done = outcome { done += 1 }
+                    }
+                    let hb = request.outcomes.filter { if case .release(_, _, let reason, _, _) = $0 { return reason == EngineCore.handedBack } else { return false } }.count
+                    if request.claim > 0 {
+                        claims += 1
+                        answer.claimed = (0..<request.claim).map { _ in defer { nextID += 1 }; return Self.lease(nextID, host: 1 + nextID % hosts) }
+                    }
+                    if request.slotsForClaimed > 0 {
+                        for lease in answer.claimed.prefix(request.slotsForClaimed) { answer.grantedSlots.append(Self.slot(slotIndex, host: lease.job.hostID)); slotIndex += 1 }
+                    }
+                    for (host, n) in request.wantSlots { for _ in 0..<n { answer.grantedSlots.append(Self.slot(slotIndex, host: host)); slotIndex += 1 } }
+                    out += harness.send(.exchanged(answer))
+                }
+                events += handle(out)
+            }
+        }
+        return (handedBack, done, claims)
+    }
+
+    func testOneWorkerOnSlowFilesHandsBackOnceNotOverAndOver() {
+        for seconds in [0.5, 1.5, 3.0, 6.0] {
+            for (workers, rounds, below) in [(4, 12, 8), (16, 16, 12)] {
+                let run = handBacks(workers: workers, rounds: rounds, below: below, seconds: seconds)
+                // At most the first hand, once; and the workers kept busy (a transfer takes
+                // `seconds` on average: 120 s of them at `workers` at once, less the start).
+                XCTAssertLessThanOrEqual(run.handedBack, rounds * workers, "\(seconds) s, -j \(workers): \(run)")
+                XCTAssertGreaterThan(Double(run.done), 0.8 * 120 / seconds * Double(workers), "\(seconds) s, -j \(workers): \(run)")
+            }
+        }
+    }
+}

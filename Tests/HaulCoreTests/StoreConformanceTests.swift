@@ -420,11 +420,6 @@ import Testing
         #expect(try other.exchange(renew).lostJobs == [JobLeaseID(jobID: id, token: fresh.token)])
     }
 
-    /// A lease that expires before its job made progress counts no attempt, even the last one (a
-    /// worker killed with jobs claimed ahead, which no server saw): the job goes back to the
-    /// queue. A job whose lease is lost so `Lease.lostLeaseLimit` times (twice its attempts, at
-    /// least 10: one that stops its
-    /// worker every time) fails, that last attempt counted, with a reason that says so.
     /// Progress sent for a lease no longer the sender's (its job cancelled) is not written, and
     /// the lease comes back as lost in that exchange: the engine stops the transfer then, not at
     /// its next renewal (after which a cancelled job's file could already be placed).
@@ -444,6 +439,11 @@ import Testing
         #expect(try store.job(id: cancelled.jobID)?.state == .cancelled)
     }
 
+    /// A lease that expires before its job made progress counts no attempt, even the last one (a
+    /// worker killed with jobs claimed ahead, which no server saw): the job goes back to the
+    /// queue. A job whose lease is lost so `Lease.lostLeaseLimit` times (twice its attempts, at
+    /// least 10: one that stops its
+    /// worker every time) fails, that last attempt counted, with a reason that says so.
     @Test(arguments: StoreKind.allCases) func aLeaseExpiringWithoutProgressCountsNoAttemptUntilTheLimit(_ kind: StoreKind) throws {
         let fixture = try StoreFixture(kind)
         let queue = try fixture.open()

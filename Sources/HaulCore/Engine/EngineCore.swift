@@ -130,9 +130,6 @@ struct EngineCore {
         var downFailures = 0
         /// When the first of those failures came (ms).
         var downSince = 0
-        /// The host answered in this run: when it cannot be reached, it is more likely down for
-        /// a while (restarting) than gone, and is given `Config.hostDownLimit` to come back.
-        var hasAnswered = false
         /// Set once the host failed to be reached as often as a job may be tried, over at least
         /// `Config.hostDownLimit`: every job of it fails with this reason, without a request.
         var unreachable: String?
@@ -160,12 +157,6 @@ struct EngineCore {
             } else {
                 ready.insert(lease.triedOnce, at: 0)
             }
-        }
-
-        /// The host answered (whatever it said): it is reachable.
-        mutating func answered() {
-            downFailures = 0
-            hasAnswered = true
         }
 
         /// The ready job claimed last (for handing back; see `handBackUnstarted`).
@@ -303,8 +294,14 @@ struct EngineCore {
     private var claimNotBefore = 0
     /// When a claim last brought jobs (0: never).
     private var lastClaimedAt = 0
+    /// Transfers started since `since` (ms), over about a second: while claims are slowed, a
+    /// second that started two rounds brings back the store's full hand.
+    private var startWindow = (since: 0, count: 0)
+    /// Hosts that answered in this run, kept apart from `hosts`, whose records are pruned.
+    private var answeredHosts = Set<Int>()
     /// Jobs claimed ahead went unstarted for `handBackAfter`: claims keep two rounds in hand,
-    /// not the store's, until two rounds last less than a second (see `handBackUnstarted`).
+    /// not the store's, until jobs start fast enough that the store's hand would not wait that
+    /// long (see `handBackUnstarted`).
     private var claimsSlowed = false
     private var exchangeNotBefore = 0
     private var drained = false
@@ -496,7 +493,7 @@ struct EngineCore {
         }
         switch end {
         case .verified(let status, let bytes):
-            hosts[hostID]?.answered()
+            hostAnswered(hostID)
             succeeded(hostID)
             var waiting = item
             waiting.status = status
@@ -509,7 +506,7 @@ struct EngineCore {
         case .kept(let size):
             queue(.kept(jobID: item.lease.jobID, token: item.lease.token, bytes: Int(size)), item, now: now)
         case .unchanged:
-            hosts[hostID]?.answered()
+            hostAnswered(hostID)
             queue(.unchanged(jobID: item.lease.jobID, token: item.lease.token), item, now: now)
         }
     }
@@ -531,7 +528,7 @@ struct EngineCore {
             let probed = host.downFailures >= (config.maxAttempts ?? job.maxAttempts)
             // A host never heard from in this run (a dead name in a list, a mistyped port) is not
             // waited for: its jobs fail after the probes alone.
-            let left = (host.hasAnswered ? config.hostDownLimit : 0) - (now - host.downSince)
+            let left = (answeredHosts.contains(job.hostID) ? config.hostDownLimit : 0) - (now - host.downSince)
             if probed && left <= 0 {
                 let tries = host.downFailures == 1 ? "1 attempt" : "\(host.downFailures) attempts in a row"
                 let span = now - host.downSince >= 1000 ? " over \((now - host.downSince) / 1000) s" : ""
@@ -602,6 +599,19 @@ struct EngineCore {
         actions.append(.report(.warning("\(folder) can be written again; "
                                         + (waiting == 1 ? "its waiting job goes on" : "its \(waiting) waiting jobs go on"))))
     }
+
+    /// The host answered (whatever it said): it is reachable, and if it cannot be reached later
+    /// in the run, it is more likely down for a while (restarting) than gone: it is given
+    /// `Config.hostDownLimit` to come back (see `hostDown`).
+    private mutating func hostAnswered(_ hostID: Int) {
+        hosts[hostID]?.downFailures = 0
+        if answeredHosts.count >= Self.answeredHostsLimit { answeredHosts.removeAll(keepingCapacity: true) }
+        answeredHosts.insert(hostID)
+    }
+
+    /// The most hosts `answeredHosts` remembers (about 1 MB); past it, it starts again, so a
+    /// list over millions of hosts keeps memory flat (a host forgotten is not waited for).
+    static let answeredHostsLimit = 65_536
 
     /// The host said it is overloaded: it gets half the transfers it had (never fewer than 1),
     /// once per burst — as TCP halves its window once per loss.
@@ -695,7 +705,7 @@ struct EngineCore {
             ? .release : config.policy.decide(failure, attempt: job.attempts, resumed: item.resumedFrom > 0,
                                               now: Date(timeIntervalSince1970: Double(now) / 1000))
         let kept = snapshot ?? DownloadAttempt.Snapshot(bytesOnDisk: 0, expectedTotal: nil, validator: nil)
-        if status != nil || failure.isAnswer { hosts[job.hostID]?.answered() }
+        if status != nil || failure.isAnswer { hostAnswered(job.hostID) }
         // (An overload said by a redirect's host slows the job's host too: its jobs lead there.)
         if case .http(let code, _, _) = failure, code == 429 || code == 503 { overloaded(job.hostID) }
         switch decision {
@@ -868,12 +878,7 @@ struct EngineCore {
                 actions.append(.cancel(token: token))
             }
         }
-        if !result.claimed.isEmpty {
-            // Two rounds used up within a second: jobs start fast again, and a full hand is
-            // what keeps them going between exchanges.
-            if claimsSlowed && now - lastClaimedAt < 1000 { claimsSlowed = false }
-            lastClaimedAt = now
-        }
+        if !result.claimed.isEmpty { lastClaimedAt = now }
         for claimed in result.claimed where !stopping {
             let id = claimed.job.hostID
             if hosts[id] == nil { hostOrder.append(id) }
@@ -1074,6 +1079,7 @@ struct EngineCore {
             host.startsSinceLimit += 1
             hosts[id] = host
             transfers[lease.token] = Transfer(lease: lease, slot: slot, phase: .preparing)
+            startWindow.count += 1
             aheadStale = true  // the front moved
             let preparedAhead = ahead.removeValue(forKey: lease.token)
             if preparedAhead != nil { aheadJobs.remove(lease.jobID) }
@@ -1159,11 +1165,21 @@ struct EngineCore {
     /// two rounds in hand: another worker on the queue takes them, where slow downloads (large
     /// files) held by one worker's hand left another idle (with `-j 2` on PostgreSQL, sixteen
     /// rounds: 28 of 30 jobs of three seconds each, and a second worker did none). Jobs that
-    /// start quickly never wait that long.
+    /// start quickly never wait that long. A folder's probe handed back is forgotten, so another
+    /// of its jobs probes it.
     private mutating func handBackUnstarted(now: Int, into actions: inout [Action]) {
         let keep = 2 * config.workers
+        if now - startWindow.since >= 1000 {
+            // Jobs start fast again: at the window's rate the store's full hand lasts at most
+            // half of `handBackAfter`, so it is not handed back, and it is what keeps them going
+            // between exchanges.
+            let fullHand = config.claimAheadRounds * config.workers
+            if claimsSlowed && startWindow.count * Self.handBackAfter >= 2 * fullHand * (now - startWindow.since) { claimsSlowed = false }
+            startWindow = (now, 0)
+        }
+        guard !stopping, lastClaimedAt > 0, now - lastClaimedAt >= Self.handBackAfter else { return }
         var surplus = readyTotal - parkedCount - keep
-        guard !stopping, surplus > 0, lastClaimedAt > 0, now - lastClaimedAt >= Self.handBackAfter else { return }
+        guard surplus > 0 else { return }
         claimsSlowed = true
         var took = true
         while surplus > 0 && took {
@@ -1172,6 +1188,7 @@ struct EngineCore {
                 guard let lease = hosts[id]?.popLastReady() else { continue }
                 took = true
                 surplus -= 1
+                forgetProbe(lease.token)  // a folder's probe: another of its jobs is chosen
                 dropAhead(lease.token, jobID: lease.jobID, into: &actions)
                 queue(.release(jobID: lease.jobID, token: lease.token, reason: Self.handedBack, progress: nil), Pending(lease: lease), now: now)
             }
@@ -1341,7 +1358,9 @@ struct EngineCore {
         var soonest: Int?
         func add(_ time: Int) { soonest = min(soonest ?? .max, max(time, now + 1)) }
         if placing.isEmpty, !verified.isEmpty, let oldest = oldestVerified { add(oldest + config.batchDelay) }
-        if lastClaimedAt > 0, readyTotal - parkedCount > 2 * config.workers { add(lastClaimedAt + Self.handBackAfter) }
+        if lastClaimedAt > 0, lastClaimedAt + Self.handBackAfter > now, readyTotal - parkedCount > 2 * config.workers {
+            add(lastClaimedAt + Self.handBackAfter)
+        }
         if letGoAt != .max { add(letGoAt) }
         if inFlight == nil && exchangeNotBefore > now {
             add(exchangeNotBefore)  // after a failed exchange, nothing is sent before this
