@@ -351,6 +351,37 @@ final class QueueClaimTests: XCTestCase {
         try assertCountersConsistent(queue.database)
     }
 
+    /// Failed jobs of three hosts, between done ones, requeued a few at a time: each chunk moves
+    /// its own rows' counts (jobs, bytes, each host's queued), whatever the chunk size.
+    func testRetryAllFailedInChunksKeepsEveryCounter() throws {
+        for chunk in [2, 3, 100] {
+            let (queue, directory) = try makeQueue()
+            var ids: [Int] = []
+            for round in 0..<4 {
+                for host in ["a.example", "b.example", "c.example"] {
+                    ids += try add(["https://\(host)/\(round)"], to: queue, in: directory.path, maxAttempts: 1).compactMap(\.jobID)
+                }
+            }
+            let leases = try queue.claim(ClaimRequest(limit: 12, perHostCap: 4))
+            XCTAssertEqual(leases.count, 12)
+            var failed: Set<Int> = []
+            for (index, lease) in leases.enumerated() {
+                try queue.recordProgress([Progress(jobID: lease.jobID, token: lease.token, receivedBytes: 10 * index,
+                                                   expectedBytes: index % 2 == 0 ? 100 : nil)])
+                if index % 3 == 0 {
+                    try queue.complete(jobID: lease.jobID, token: lease.token, status: 200, bytes: 100)
+                } else {
+                    try queue.fail(jobID: lease.jobID, token: lease.token, status: 500, reason: "boom", bytes: 10 * index)
+                    failed.insert(lease.jobID)
+                }
+            }
+            XCTAssertEqual(try queue.retryAllFailed(rowsPerStatement: chunk), failed.count, "chunks of \(chunk)")
+            XCTAssertEqual(try queue.status().counts, [.queued: failed.count, .running: 0, .done: 12 - failed.count, .failed: 0, .cancelled: 0])
+            try assertCountersConsistent(queue.database)
+            XCTAssertEqual(Set(try queue.claim(ClaimRequest(limit: 12, perHostCap: 4)).map(\.jobID)), failed)
+        }
+    }
+
     // MARK: - Status
 
     func testStatusCounts() throws {
