@@ -3,7 +3,8 @@ import Foundation
 /// Hides the secrets of haul's own command line from `ps` and /proc/PID/cmdline, which any user
 /// of the machine may read: the password of `-u USER:PASSWORD`, the value of a credential header
 /// (`-H 'Authorization: …'`, Cookie, Proxy-Authorization), and the password of any URL with
-/// `user:password@` (a job's URL, a proxy's, a PostgreSQL queue's). As curl does for `-u`.
+/// `user:password@` (a job's URL, a proxy's, a PostgreSQL queue's), and a PostgreSQL URL's
+/// `password=` and `sslpassword=` parameters. As curl does for `-u`.
 ///
 /// Guarantees: each secret byte of the process's argument memory becomes `*` (the lengths stay,
 /// so nothing else moves); what haul itself parses is the copy Swift made at start-up
@@ -63,6 +64,7 @@ enum ArgumentSecrets {
                 secret.mask(argument + text.utf8.distance(from: text.startIndex, to: equals) + 1)
             }
             maskURLPassword(argument, schemeOptional: false)
+            maskPostgresParameters(argument)
             index += 1
         }
     }
@@ -116,6 +118,31 @@ enum ArgumentSecrets {
         guard let at = (start..<end).last(where: { bytes[$0] == UInt8(ascii: "@") }),
               let colon = (start..<at).first(where: { bytes[$0] == UInt8(ascii: ":") }) else { return }
         mask(value, from: colon + 1, to: at)
+    }
+
+    /// The libpq parameters that hold a secret (as `PostgresConnection.secretParameters`).
+    private static let postgresSecrets: Set<String> = ["password", "sslpassword"]
+
+    /// In a PostgreSQL URL (`postgres://…?password=…&sslpassword=…`, alone or as `--db=…`): the
+    /// values of its secret parameters, each up to the next '&' or '#'.
+    private static func maskPostgresParameters(_ value: UnsafeMutablePointer<CChar>) {
+        let length = strlen(value)
+        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(value).assumingMemoryBound(to: UInt8.self), count: length)
+        guard let scheme = find(Array("://".utf8), in: bytes) else { return }
+        let before = String(decoding: bytes[..<scheme], as: UTF8.self).lowercased()
+        guard before.hasSuffix("postgres") || before.hasSuffix("postgresql"),
+              let question = (scheme..<length).first(where: { bytes[$0] == UInt8(ascii: "?") }) else { return }
+        let end = (question..<length).first(where: { bytes[$0] == UInt8(ascii: "#") }) ?? length
+        var start = question + 1
+        while start < end {
+            let stop = (start..<end).first(where: { bytes[$0] == UInt8(ascii: "&") }) ?? end
+            if let equals = (start..<stop).first(where: { bytes[$0] == UInt8(ascii: "=") }),
+               case let name = String(decoding: bytes[start..<equals], as: UTF8.self),
+               postgresSecrets.contains((name.removingPercentEncoding ?? name).lowercased()) {
+                mask(value, from: equals + 1, to: stop)
+            }
+            start = stop + 1
+        }
     }
 
     private static func find(_ needle: [UInt8], in bytes: UnsafeBufferPointer<UInt8>) -> Int? {

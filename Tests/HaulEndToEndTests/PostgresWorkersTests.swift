@@ -91,6 +91,34 @@ final class PostgresWorkersTests: XCTestCase {
         for output in outputs { XCTAssertFalse(output.contains("s3cret"), output) }
     }
 
+    /// A PostgreSQL URL's `password=` and `sslpassword=` parameters (libpq takes both in the
+    /// query, any of them percent-encoded) are hidden from `ps` while haul runs, as the password
+    /// before its host is; the other parameters and the URL's shape stay readable.
+    func testPasswordParametersOfTheQueueURLAreHiddenFromProcessListings() throws {
+        // Trust authentication ignores the passwords, and no TLS is asked for: the key's
+        // password is never used, only kept out of sight.
+        let url = try database() + "?application_name=shown&password=QP-S3CRET&ssl%70assword=SSL-S3CRET&connect_timeout=9"
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let gate = FaultServer.Gate()
+        server.route("/held.bin") { _ in
+            gate.wait(timeout: 20)
+            return FaultServer.Response.ok(Data("held".utf8))
+        }
+        let child = try HaulProcess.start(h.haul, ["get", "-d", h.out, "--quiet", server.url("/held.bin").absoluteString, "--db=" + url],
+                                          currentDirectory: h.temp.path)
+        XCTAssertTrue(server.waitForRequests(count: 1, path: "/held.bin"), "the request never came")
+        let listed = (try? String(contentsOfFile: "/proc/\(child.processIdentifier)/cmdline", encoding: .utf8)) ?? ""
+        gate.open()
+        let result = child.wait(timeout: 30)
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.contents("held.bin"), Data("held".utf8))
+        XCTAssertTrue(listed.contains("--db=postgres://haul@127.0.0.1:") && listed.contains("application_name=shown&password=")
+                      && listed.contains("&ssl%70assword=") && listed.contains("&connect_timeout=9"), "more than the secrets went: \(listed)")
+        XCTAssertFalse(listed.contains("QP-S3CRET") || listed.contains("SSL-S3CRET"), "a secret is readable in /proc/PID/cmdline: \(listed)")
+    }
+
     /// Four hosts, cap 2, served with a delay so transfers overlap.
     private func servers(_ tracker: FaultServer.ConcurrencyTracker, delay: Double) throws -> [FaultServer] {
         let servers = try ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"].map { try FaultServer(host: $0, tracker: tracker) }
