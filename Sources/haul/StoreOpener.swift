@@ -20,7 +20,25 @@ enum StoreOpener {
     static func refusal(_ location: String) -> String? {
         if location.isEmpty { return "is empty: name a file (or a postgres:// URL)" }
         if location == ":memory:" { return "':memory:' would keep the queue in memory, lost when haul exits: name a file" }
+        if readsAsConnectionString(location) {
+            return "reads as a libpq connection string (keyword=value), which haul does not take: name the database as "
+                + "postgres://USER@HOST:PORT/DB (other libpq parameters after '?'), or a file as ./NAME"
+        }
         return nil
+    }
+
+    /// libpq's keywords that begin a keyword=value connection string (`host=db1 dbname=haul`):
+    /// given to `--db`, such a string would have become a SQLite file of that name, and its
+    /// password part of a file name.
+    private static let connectionKeywords: Set<String> = [
+        "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "service", "sslmode", "connect_timeout",
+        "options", "application_name", "target_session_attrs", "sslcert", "sslkey", "sslrootcert", "sslpassword",
+    ]
+
+    static func readsAsConnectionString(_ location: String) -> Bool {
+        let first = location.drop { $0 == " " }
+        guard let equals = first.firstIndex(of: "=") else { return false }
+        return connectionKeywords.contains(first[..<equals].trimmingCharacters(in: .whitespaces).lowercased())
     }
 
     /// The location as messages may show it: a server URL without its password.

@@ -216,6 +216,16 @@ final class CLITests: XCTestCase {
             XCTAssertTrue(refused.stderrText.contains("--db "), refused.stderrText)
         }
         XCTAssertEqual(directory.contents(), ["file:cred.db"])
+        // libpq's keyword=value strings: refused, not a SQLite file named after them.
+        for conninfo in ["host=127.0.0.1 port=9 dbname=haul user=haul password=kwsecret", " dbname = haul password=kwsecret"] {
+            for command in ["add", "status"] {
+                let refused = try haul([command, "--db", conninfo] + (command == "add" ? ["http://127.0.0.1:9/z"] : []), in: directory.path)
+                XCTAssertEqual(refused.status, 64, "\(command) \(conninfo): \(refused.stderrText)")
+                XCTAssertTrue(refused.stderrText.contains("postgres://USER@HOST:PORT/DB"), refused.stderrText)
+                XCTAssertFalse(refused.stderrText.contains("kwsecret"), refused.stderrText)
+            }
+        }
+        XCTAssertEqual(directory.contents(), ["file:cred.db"])
         let server = try haul(["status", "--db", "POSTGRES://haul:topsecret@127.0.0.1:9/haul"], in: directory.path)
         XCTAssertEqual(server.status, 1)
         XCTAssertFalse(server.stderrText.contains("topsecret"), server.stderrText)
