@@ -213,7 +213,13 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         server.route("/shrunk", FaultServer.file(data.prefix(800), etag: Self.etag))
         server.route("/no-range", FaultServer.Response.status(416, headers: ["ETag": Self.etag]))
         server.route("/changed", FaultServer.Response.status(416, headers: ["ETag": "\"v2\"", "Content-Range": "bytes */1000"]))
+        server.route("/bare", FaultServer.Response.status(416, headers: ["Content-Range": "bytes */1000"]))
+        // No validator in the 416, but the total known before matches: the same file.
+        let known = try tempFile("bare-known", holding: data)
+        let bareKnown = try await download("/bare", into: known, validator: .etag(Self.etag), total: 1000)
+        XCTAssertEqual(bareKnown.result, .placed(bytes: 1000, status: 416))
         let restarts: [(String, String, Int64?)] = [
+            ("no validator and no total known before (a cut chunked body)", "/bare", nil),
             ("the server's length is shorter than the file kept", "/shrunk", 1000),
             ("the server's length is shorter, no total stored", "/shrunk", nil),
             ("the server's length differs from the stored total", "/whole", 1200),

@@ -396,16 +396,26 @@ public final class DownloadAttempt: BodySink {
                 state.mode = .writing
                 return nil
             case 416:
+                // The bytes kept are the whole file only when the server's length is theirs and
+                // something shows it is the same version: the total known before (from the first
+                // answer's length), or the validator kept, sent again. A body of unknown length
+                // (chunked, or to the close) cut short, then a 416 with neither, would place a
+                // prefix of a version whose length was never known.
                 let range = head["content-range"].flatMap(ContentRange.parse)
                 if let complete = range?.complete, complete == resumeOffset,
                    state.expectedTotal == nil || state.expectedTotal == complete,
-                   fresh == nil || fresh == storedValidator {
+                   fresh == nil || fresh == storedValidator,
+                   state.expectedTotal == complete || fresh != nil {
                     state.expectedTotal = complete
                     state.mode = .alreadyComplete
                     return nil
                 }
                 if let fresh, fresh != storedValidator {
                     return .mustRestart("the resource changed (validator \(fresh.headerValue), was \(storedValidator?.headerValue ?? "none"))")
+                }
+                if let complete = range?.complete, complete == resumeOffset {
+                    return .mustRestart("server says 416 (range not satisfiable) for the \(resumeOffset) bytes kept, but shows no validator "
+                                        + "and no length was known before: the bytes kept are not known to be the whole file")
                 }
                 return .mustRestart("server says 416 (range not satisfiable) for \(resumeOffset) bytes kept; its length is \(range?.complete.map(String.init) ?? "unknown")")
             case 202:
