@@ -71,6 +71,18 @@ final class RefreshTests: XCTestCase {
         XCTAssertEqual(try h.run(["run"]).status, 0)
         XCTAssertEqual(server.requests(path: "/plain.bin").map { $0.headers["If-None-Match"] }, [nil], "--force fetches it again")
         XCTAssertEqual(h.contents("plain.bin"), plain)
+        // The user's own file where haul placed one: --force leaves it alone.
+        try FileManager.default.moveItem(atPath: h.out + "/plain.bin", toPath: h.out + "/plain-from-server.bin")
+        XCTAssertTrue(FileManager.default.createFile(atPath: h.out + "/plain.bin", contents: Data("my own notes".utf8)))
+        server.resetRecording()
+        let forced = try h.run(["refresh", "3", "--force"])
+        XCTAssertEqual(forced.status, 0, forced.stderrText)
+        XCTAssertTrue(forced.stdoutText.contains("queued 0 jobs") && forced.stdoutText.contains("1 changed since haul placed it (yours) left alone"),
+                      forced.stdoutText)
+        XCTAssertEqual(try h.run(["run"]).status, 0)
+        XCTAssertEqual(server.requestCount(path: "/plain.bin"), 0)
+        XCTAssertEqual(h.contents("plain.bin"), Data("my own notes".utf8), "the user's file is never replaced unasked")
+        XCTAssertEqual(try h.show(3)["state"] as? String, "done")
         XCTAssertEqual(try h.run(["refresh"]).status, 64)
     }
 

@@ -16,7 +16,9 @@ enum RefreshCommand: Command {
             ETag, If-Modified-Since with its Last-Modified, as recorded when it was placed). A 304
             leaves the file and counts it as up to date; a 200 downloads to a temp file and
             replaces the old one atomically. A file whose server gave no validator is fetched again
-            only with --force. Files kept because they were already there are yours: left alone.
+            only with --force, and only while it is the file haul placed: one changed or put there
+            since is yours (haul verify --fix fetches it again). Files kept because they were
+            already there are yours: left alone.
             """)
 
     static func run(_ arguments: ParsedArguments) throws -> Int32 {
@@ -27,7 +29,7 @@ enum RefreshCommand: Command {
         }
         let queue = try openQueue(arguments)
         let force = arguments.flag("--force")
-        var queued = 0, conditional = 0, noValidator = 0, kept = 0, notDone = 0
+        var queued = 0, conditional = 0, noValidator = 0, kept = 0, notDone = 0, changedSincePlaced = 0
         func consider(_ job: Job, into refetches: inout [Refetch]) {
             guard job.state == .done else { notDone += 1; return }
             guard !job.kept else { kept += 1; return }
@@ -36,9 +38,17 @@ enum RefreshCommand: Command {
                 refetches.append(Refetch(jobID: job.id, adopt: nil, conditional: true))
                 conditional += 1
             } else if force {
-                // Fetched again and replaced: whatever is there now is haul's file.
+                // Fetched again and replaced only while the file there is still the one haul
+                // placed (its identity then): one the user changed or put there since is theirs
+                // (`verify --fix` is the way to fetch it again over their change). Nothing there:
+                // fetched again.
                 let path = job.placed?.path ?? job.destination
-                refetches.append(Refetch(jobID: job.id, adopt: ExistingFile.identity(of: path), conditional: false))
+                let now = ExistingFile.identity(of: path)
+                if let now, now != job.placed?.identity {
+                    changedSincePlaced += 1
+                    return
+                }
+                refetches.append(Refetch(jobID: job.id, adopt: now, conditional: false))
             } else {
                 noValidator += 1
             }
@@ -66,6 +76,9 @@ enum RefreshCommand: Command {
         var line = "queued \(queued) \(queued == 1 ? "job" : "jobs") to be checked (\(conditional) by validator\(force ? ", \(queued - conditional) fetched again" : ""))"
         if noValidator > 0 { line += "; \(noValidator) without a validator left as they are (--force fetches them again)" }
         if kept > 0 { line += "; \(kept) kept files (yours) left alone" }
+        if changedSincePlaced > 0 {
+            line += "; \(changedSincePlaced) changed since haul placed \(changedSincePlaced == 1 ? "it" : "them") (yours) left alone (haul verify --fix fetches \(changedSincePlaced == 1 ? "it" : "them") again)"
+        }
         if notDone > 0 { line += "; \(notDone) not done, left as they are" }
         Console.out(line + (queued > 0 ? "; haul run does it" : ""))
         return 0
