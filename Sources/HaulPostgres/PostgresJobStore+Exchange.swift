@@ -302,16 +302,17 @@ extension PostgresJobStore {
 
     static let progressSQL = """
         UPDATE jobs j SET received_bytes = p.received, expected_bytes = p.expected, etag = p.etag,
-            last_modified = p.modified, updated_at = $1
-        FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[]::bigint[], $6::text[], $7::text[])
-            AS p(id, token, received, expected, etag, modified)
+            last_modified = p.modified, partial_url = p.url, updated_at = $1
+        FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[]::bigint[], $6::text[], $7::text[], $8::text[])
+            AS p(id, token, received, expected, etag, modified, url)
         WHERE j.id = p.id AND j.lease_token = p.token AND \(PostgresJobStore.heldRunning)
         RETURNING j.id
         """
 
     static func progressArgs(_ updates: [Progress], now: Int) -> [Arg] {
         [.int(now), .ints(updates.map(\.jobID)), .texts(updates.map(\.token)), .ints(updates.map(\.receivedBytes)),
-         .optionalInts(updates.map(\.expectedBytes)), .texts(updates.map(\.etag)), .texts(updates.map(\.lastModified))]
+         .optionalInts(updates.map(\.expectedBytes)), .texts(updates.map(\.etag)), .texts(updates.map(\.lastModified)),
+         .texts(updates.map(\.url))]
     }
 
     // MARK: Slots

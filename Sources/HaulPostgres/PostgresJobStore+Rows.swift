@@ -68,7 +68,8 @@ extension PostgresJobStore {
          "lease_owner", "lease_expires_at", "last_status", "last_error", "error_kind", "expected_bytes", "received_bytes",
          "etag", "last_modified", "checksum", "created_at", "updated_at", "finished_at", "profile_id", "host_id",
          "if_exists", "kept", "placed_path", "placed_size", "placed_mtime", "placed_inode", "placed_ctime",
-         "placed_etag", "placed_last_modified", "content_type", "final_url", "placed_sha256", "placed_by", "root_length"]
+         "placed_etag", "placed_last_modified", "content_type", "final_url", "placed_sha256", "placed_by", "root_length",
+         "partial_url"]
             .map { $0 == "#host" ? host : "\(t).\($0)" }.joined(separator: ", ")
     }
 
@@ -94,6 +95,6 @@ extension PostgresJobStore {
                    createdAt: row.int(19), updatedAt: row.int(20), finishedAt: row.optionalInt(21), profileID: row.optionalInt(22),
                    ifExists: row.optionalString(24).flatMap(ExistingFilePolicy.init(rawValue:)) ?? .skip,
                    kept: row.bool(25), placed: placed, placedBy: row.optionalString(36),
-                   root: Job.root(of: row.string(3), length: row.optionalInt(37)))
+                   root: Job.root(of: row.string(3), length: row.optionalInt(37)), partialURL: row.optionalString(38))
     }
 }

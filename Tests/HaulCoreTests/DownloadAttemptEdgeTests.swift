@@ -327,7 +327,8 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         }
         XCTAssertFalse(exists(temp.destination))
         XCTAssertEqual(contents(temp.path), data.prefix(999))
-        XCTAssertEqual(outcome.attempt.snapshot, .init(bytesOnDisk: 999, expectedTotal: 1000, validator: .etag(Self.etag)))
+        XCTAssertEqual(outcome.attempt.snapshot, .init(bytesOnDisk: 999, expectedTotal: 1000, validator: .etag(Self.etag),
+                                                       url: server.url("/short").absoluteString))
         guard case .retry(_, nil, false)? = outcome.failure.map({ policy.decide($0, attempt: 1) }) else {
             return XCTFail("a short body is retried and its bytes kept")
         }
@@ -574,7 +575,7 @@ final class DownloadAttemptEdgeTests: XCTestCase {
         XCTAssertFalse(exists(temp.destination))
         XCTAssertEqual(contents(temp.path), data.prefix(300))
         let snapshot = outcome.attempt.snapshot
-        XCTAssertEqual(snapshot, .init(bytesOnDisk: 300, expectedTotal: 1000, validator: .etag(Self.etag)))
+        XCTAssertEqual(snapshot, .init(bytesOnDisk: 300, expectedTotal: 1000, validator: .etag(Self.etag), url: server.url("/stall").absoluteString))
         guard case .retry(_, nil, false) = policy.decide(outcome.failure!, attempt: 1) else { return XCTFail("a stall is retried") }
         let next = try DownloadAttempt(temp: temp, expectedChecksum: nil, storedValidator: snapshot.validator, storedTotal: snapshot.expectedTotal)
         XCTAssertEqual(next.requestHeaders, ["Range": "bytes=300-", "If-Range": Self.etag])

@@ -79,7 +79,7 @@ struct PostgresPlanTests {
             ("evicted", PostgresJobStore.evictedSQL, "'w'"),
             ("renew_jobs", PostgresJobStore.renewJobsSQL, "1, '{1,2}', '{t,u}', 0"),
             ("renew_slots", PostgresJobStore.renewSlotsSQL, "1, '{1}', '{0}', '{t}', 0"),
-            ("progress", PostgresJobStore.progressSQL, "0, '{1}', '{t}', '{5}', '{10}', '{e}', '{m}'"),
+            ("progress", PostgresJobStore.progressSQL, "0, '{1}', '{t}', '{5}', '{10}', '{e}', '{m}', '{u}'"),
             ("complete", PostgresJobStore.completeSQL,
              "0, '{1}', '{t}', '{200}', '{5}', '{/p}', '{5}', '{1}', '{2}', '{3}', '{e}', '{m}', '{text/plain}', '{u}', '{s}', 'w'"),
             ("release_slots", PostgresJobStore.releaseSlotsSQL, "'{1}', '{0}', '{t}'"),

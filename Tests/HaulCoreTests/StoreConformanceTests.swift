@@ -222,7 +222,8 @@ import Testing
                   placed: PlacedFile(path: nil, identity: FileIdentity(size: 5, modified: 1, changed: 2, inode: 3),
                                      metadata: ResponseMetadata(etag: "\"e\"", contentType: "text/plain"))),
             .retry(jobID: claimed[1].jobID, token: claimed[1].token, at: now + 1_000, status: 503, error: "HTTP 503",
-                   progress: Progress(jobID: claimed[1].jobID, token: claimed[1].token, receivedBytes: 3, expectedBytes: 9, etag: "\"v\"")),
+                   progress: Progress(jobID: claimed[1].jobID, token: claimed[1].token, receivedBytes: 3, expectedBytes: 9, etag: "\"v\"",
+                                      url: "https://b.example/v2/1")),
             .fail(jobID: claimed[2].jobID, token: "not-the-token", status: 404, reason: "HTTP 404"),
             .release(jobID: claimed[3].jobID, token: claimed[3].token, reason: "interrupted: stop", progress: nil),
         ]
@@ -234,6 +235,7 @@ import Testing
         #expect(try queue.attempts(jobID: claimed[0].jobID).first?.status == 200)
         let retried = try #require(try queue.job(id: claimed[1].jobID))
         #expect(retried.state == .queued && retried.receivedBytes == 3 && retried.etag == "\"v\"" && retried.lastStatus == 503)
+        #expect(retried.partialURL == "https://b.example/v2/1", "where the partial file's bytes came from, with its validator")
         #expect(try queue.job(id: claimed[2].jobID)?.state == .running, "a wrong token moves nothing")
         #expect(try queue.job(id: claimed[3].jobID)?.attempts == 0, "a released attempt is not counted")
         #expect(try queue.job(id: claimed[3].jobID)?.state == .queued)

@@ -181,6 +181,37 @@ final class RunResumeTests: XCTestCase {
         XCTAssertEqual(requests.dropFirst().first?.ifRangeHeader, "\"A\"", "the resume names the version it continues")
     }
 
+    /// A redirect that leads elsewhere when the job resumes (`/latest` moved on to a newer file):
+    /// the bytes kept came from the first target, and a validator holds for its own resource
+    /// only, so the resume starts over although both files carry the same ETag (a per-file
+    /// revision counter) and the second honours Range and If-Range.
+    func testAResumeRedirectedToAnotherFileStartsOver() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let v1 = runTestData(100_000, seed: 91), v2 = runTestData(100_000, seed: 92)
+        let first = server.url("/files/v1.bin").absoluteString, second = server.url("/files/v2.bin").absoluteString
+        server.route("/latest.bin", sequence: [
+            { _ in FaultServer.Response.redirect(to: first) },
+            { _ in FaultServer.Response.redirect(to: second) },
+        ])
+        server.route("/files/v1.bin", sequence: [
+            { request in FaultServer.fileResponse(v1, request: request, etag: "\"1\"").truncated(afterBytes: 60_000) },
+            FaultServer.file(v1, etag: "\"1\""),
+        ])
+        server.route("/files/v2.bin", FaultServer.file(v2, etag: "\"1\""))
+        try h.add([server.url("/latest.bin").absoluteString])
+
+        let result = try h.run(["run", "--max-attempts", "3"])
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.contents("latest.bin"), v2, "the newer file whole: never the first bytes of one and the rest of the other")
+        let resumes = server.requests(path: "/files/v2.bin")
+        XCTAssertEqual(resumes.map(\.rangeHeader), ["bytes=60000-", nil], "the resume was asked, refused, then the whole file fetched")
+        XCTAssertEqual(h.tempFiles(), [])
+        XCTAssertEqual(try h.show(1)["attempts"] as? Int, 2, "starting over spends no attempt")
+    }
+
     /// A server that wrongly ignores If-Range: it answers `Range: bytes=N-` with `body`'s bytes
     /// from N as a 206, and any other request with the whole body, each with `headers()`.
     private static func ignoringIfRange(_ body: Data, headers: @escaping @Sendable () -> FaultServer.Headers) -> FaultServer.Handler {

@@ -518,7 +518,8 @@ private final class Runner: @unchecked Sendable {
         do {
             let attempt = try DownloadAttempt(
                 temp: temp, expectedChecksum: checksum, storedValidator: storedValidator,
-                storedTotal: job.expectedBytes.map(Int64.init), recordSHA256: options.recordSHA256, conditional: conditional,
+                storedTotal: job.expectedBytes.map(Int64.init), storedURL: job.partialURL, recordSHA256: options.recordSHA256,
+                conditional: conditional,
                 unnamed: true,
                 // Only an earlier try makes a temp file under the job's name: the store says
                 // whether any was claimed (`Lease.firstTry`), and the core marks a lease it tries

@@ -1410,7 +1410,8 @@ struct EngineCore {
         case nil: break
         }
         return Progress(jobID: lease.jobID, token: lease.token, receivedBytes: Int(snapshot.bytesOnDisk),
-                        expectedBytes: snapshot.expectedTotal.map(Int.init), etag: etag, lastModified: lastModified)
+                        expectedBytes: snapshot.expectedTotal.map(Int.init), etag: etag, lastModified: lastModified,
+                        url: snapshot.validator == nil ? nil : snapshot.url)
     }
 
     /// Transfers running now (for the display).

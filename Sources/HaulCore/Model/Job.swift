@@ -22,6 +22,9 @@ public struct Job: Sendable, Equatable {
     public let receivedBytes: Int
     public let etag: String?
     public let lastModified: String?
+    /// The URL (after redirects) the partial file's bytes and validator came from, when
+    /// recorded with them: a resume answered from another URL starts over.
+    public let partialURL: String?
     /// The checksum the download must match, as stored: `ALGORITHM=HEX` (see `Checksum`), or
     /// nil when none was given. Kept as text so a value `Checksum` cannot read (a database
     /// changed by hand) fails the job instead of skipping the check.
@@ -75,7 +78,7 @@ public struct Job: Sendable, Equatable {
             leaseExpiresAt: expiresAt, lastStatus: lastStatus, lastError: lastError, errorKind: errorKind,
             expectedBytes: expectedBytes, receivedBytes: receivedBytes, etag: etag, lastModified: lastModified,
             checksum: checksum, createdAt: createdAt, updatedAt: now, finishedAt: finishedAt, profileID: profileID,
-            ifExists: ifExists, kept: kept, placed: placed, placedBy: placedBy, root: root)
+            ifExists: ifExists, kept: kept, placed: placed, placedBy: placedBy, root: root, partialURL: partialURL)
     }
 
     /// Every field, as a store reads them from its rows.
@@ -84,8 +87,9 @@ public struct Job: Sendable, Equatable {
                 lastStatus: Int?, lastError: String?, errorKind: String?, expectedBytes: Int?, receivedBytes: Int,
                 etag: String?, lastModified: String?, checksum: String?, createdAt: Int, updatedAt: Int, finishedAt: Int?,
                 profileID: Int?, ifExists: ExistingFilePolicy, kept: Bool, placed: PlacedFile?, placedBy: String?,
-                root: String? = nil) {
+                root: String? = nil, partialURL: String? = nil) {
         self.root = root
+        self.partialURL = partialURL
         self.id = id
         self.url = url
         self.host = host

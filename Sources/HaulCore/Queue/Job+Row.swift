@@ -12,7 +12,7 @@ extension Job {
             + "\(t)received_bytes, \(t)etag, \(t)last_modified, \(t)checksum, \(t)created_at, \(t)updated_at, \(t)finished_at, \(t)profile_id, \(t)host_id, "
             + "\(t)if_exists, \(t)kept, \(t)placed_path, \(t)placed_size, \(t)placed_mtime, \(t)placed_inode, \(t)placed_ctime, "
             + "\(t)placed_etag, \(t)placed_last_modified, \(t)content_type, \(t)final_url, \(t)placed_sha256, \(t)error_kind, \(t)placed_by, "
-            + "\(t)root_length"
+            + "\(t)root_length, \(t)partial_url"
     }
 
     /// How many columns `columns` lists: a statement may read more after them, from this index.
@@ -47,6 +47,7 @@ extension Job {
         kept = row.int(24) != 0
         placedBy = row.optionalString(36)
         root = Job.root(of: destination, length: row.optionalInt(37))
+        partialURL = row.optionalString(38)
         placed = FileIdentity(storedSize: row.optionalInt(26), modified: row.optionalInt(27), inode: row.optionalInt(28),
                               changed: row.optionalInt(29)).map {
             PlacedFile(path: row.optionalString(25), identity: $0,

@@ -37,12 +37,12 @@ extension JobQueue {
         let now = clock()
         return try database.transaction(.write) {
             let statement = try database.statement("""
-                UPDATE OR FAIL jobs SET received_bytes = ?, expected_bytes = ?, etag = ?, last_modified = ?, updated_at = ?
+                UPDATE OR FAIL jobs SET received_bytes = ?, expected_bytes = ?, etag = ?, last_modified = ?, partial_url = ?, updated_at = ?
                 WHERE id = ? AND lease_token = ? AND state = 'running'
                 """)
             var stale: [JobLeaseID] = []
             for update in updates {
-                try statement.run([update.receivedBytes, update.expectedBytes, update.etag, update.lastModified, now,
+                try statement.run([update.receivedBytes, update.expectedBytes, update.etag, update.lastModified, update.url, now,
                                    update.jobID, update.token])
                 if database.changes == 0 { stale.append(JobLeaseID(jobID: update.jobID, token: update.token)) }
             }

@@ -101,6 +101,16 @@ public final class DownloadAttempt: BodySink {
         public var bytesOnDisk: Int64
         public var expectedTotal: Int64?
         public var validator: Validator?
+        /// The URL (after redirects) that sent the bytes and the validator: a validator holds
+        /// for its own resource only.
+        public var url: String?
+
+        public init(bytesOnDisk: Int64, expectedTotal: Int64?, validator: Validator?, url: String? = nil) {
+            self.bytesOnDisk = bytesOnDisk
+            self.expectedTotal = expectedTotal
+            self.validator = validator
+            self.url = url
+        }
     }
 
     private enum Mode { case awaitingHead, writing, alreadyComplete, notModified, stopped }
@@ -111,6 +121,8 @@ public final class DownloadAttempt: BodySink {
         var written: Int64 = 0
         var expectedTotal: Int64?
         var validator: Validator?
+        /// Where the bytes and the validator came from (see `Snapshot.url`).
+        var url: String?
         var hasher: (any StreamingDigest)?
         var failure: Failure?
         var status: Int?
@@ -125,7 +137,7 @@ public final class DownloadAttempt: BodySink {
         /// resumed, and what holds the temp file's name may be another attempt's (after a lease
         /// was lost), so recording this one's validator could splice the two.
         var snapshot: Snapshot {
-            Snapshot(bytesOnDisk: written, expectedTotal: expectedTotal, validator: unnamed ? nil : validator)
+            Snapshot(bytesOnDisk: written, expectedTotal: expectedTotal, validator: unnamed ? nil : validator, url: url)
         }
 
         /// Gives an unnamed temp file open as `fd` its name, when it has bytes worth resuming
@@ -163,6 +175,8 @@ public final class DownloadAttempt: BodySink {
     /// Where this attempt continues from (0: from scratch).
     public let resumeOffset: Int64
     private let storedValidator: Validator?
+    /// The URL the partial file's bytes came from, when recorded (see `Snapshot.url`).
+    private let storedURL: String?
     private let state: Mutex<State>
     private let onAccepted: @Sendable (Snapshot) -> Void
 
@@ -170,6 +184,8 @@ public final class DownloadAttempt: BodySink {
     /// - Parameters:
     ///   - storedValidator: the strong validator recorded for the partial file, if any.
     ///   - storedTotal: the total length recorded for the partial file, if any.
+    ///   - storedURL: the URL (after redirects) the partial file's bytes came from, if recorded:
+    ///     a resume answered from another URL starts over.
     /// - Parameter onAccepted: called once the head is accepted, before any body byte is written,
     ///   with what is then known (total length, validator), so it can be recorded for a resume.
     /// - Parameter recordSHA256: compute the file's sha256 (kept in the verified file's
@@ -184,7 +200,7 @@ public final class DownloadAttempt: BodySink {
     private let jobHost: String?
 
     public init(temp: TempFile, expectedChecksum: Checksum?, storedValidator: Validator?, storedTotal: Int64?,
-                recordSHA256: Bool = false, conditional: Conditional? = nil, unnamed: Bool = false,
+                storedURL: String? = nil, recordSHA256: Bool = false, conditional: Conditional? = nil, unnamed: Bool = false,
                 lookForEarlier: Bool = true, jobHost: String? = nil,
                 onAccepted: @escaping @Sendable (Snapshot) -> Void = { _ in }) throws {
         self.onAccepted = onAccepted
@@ -200,12 +216,14 @@ public final class DownloadAttempt: BodySink {
         }
         self.resumeOffset = resume ? existing : 0
         self.storedValidator = resume ? storedValidator : nil
+        self.storedURL = resume ? storedURL : nil
         self.conditional = resume ? nil : conditional
         var initial = State()
         initial.descriptor = descriptor
         initial.written = resumeOffset
         initial.expectedTotal = resume ? storedTotal : nil
         initial.validator = self.storedValidator
+        initial.url = self.storedURL
         initial.unnamed = isUnnamed
         if let algorithm = expectedChecksum?.algorithm ?? (recordSHA256 ? .sha256 : nil) {
             var hasher = algorithm.makeDigest()
@@ -366,6 +384,13 @@ public final class DownloadAttempt: BodySink {
         }
         let fresh = Validator.strong(etag: head["etag"], lastModified: head["last-modified"], date: head["date"])
         if resumeOffset > 0 {
+            // A validator is one resource's: a resume that a redirect took to another URL than
+            // the one the bytes kept came from (`/latest` leading to a newer file) would splice
+            // two files whose validators happen to match (a revision counter, a date).
+            if head.status == 206 || head.status == 416, let storedURL, let url = head.url?.absoluteString, url != storedURL {
+                return .mustRestart("the resume was answered from another URL than the one the bytes kept came from "
+                                    + "(a redirect now leads elsewhere): their validator does not hold there")
+            }
             switch head.status {
             case 206:
                 guard let range = head["content-range"].flatMap(ContentRange.parse),
@@ -443,6 +468,7 @@ public final class DownloadAttempt: BodySink {
         }
         state.expectedTotal = length
         state.validator = fresh
+        state.url = head.url?.absoluteString
         state.mode = .writing
         return nil
     }
