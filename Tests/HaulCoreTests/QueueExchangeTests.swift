@@ -49,6 +49,30 @@ final class QueueExchangeTests: XCTestCase {
         XCTAssertLessThanOrEqual(try queue.liveSlots()["a.example:443"] ?? 0, 3)
     }
 
+    /// Claims read the hosts with queued jobs a page at a time: hosts whose jobs all wait to be
+    /// retried, more than a page of them ahead in the order, do not hide a host with a job due.
+    func testAClaimLooksPastAPageOfHostsWithNothingDue() throws {
+        let clock = TestClock()
+        let (queue, directory) = try makeQueue(clock: clock)
+        let hosts = JobQueue.hostsPerClaimPage + 44
+        try add((0..<hosts).map { "https://h\($0).example/f" }, to: queue, in: directory.path)
+        var claim = request("m/1/1", claim: hosts)
+        claim.heldByHost = [:]
+        let claimed = try queue.exchange(claim).claimed
+        XCTAssertEqual(claimed.count, hosts)
+        // Every host but the last claimed waits an hour; the last is due at once, and the claims
+        // put it behind all the others.
+        var outcomes = request("m/1/1")
+        outcomes.outcomes = claimed.enumerated().map { index, lease in
+            .retry(jobID: lease.jobID, token: lease.token, at: index == hosts - 1 ? clock.now : clock.now + 3_600_000,
+                   status: 503, error: "HTTP 503", progress: Progress(jobID: lease.jobID, token: lease.token, receivedBytes: 0, expectedBytes: nil))
+        }
+        XCTAssertTrue(try queue.exchange(outcomes).outcomes.allSatisfy { $0 == .recorded })
+        let again = try queue.exchange(request("m/1/1", claim: 1)).claimed
+        XCTAssertEqual(again.map(\.jobID), [claimed[hosts - 1].jobID], "the host with a job due, past the first page")
+        try assertCountersConsistent(queue.database)
+    }
+
     func testALoweredCapRefusesTheRenewalOfSlotsBeyondIt() throws {
         let (queue, directory) = try makeQueue(clock: TestClock())
         try add(["https://a.example/1"], to: queue, in: directory.path)
