@@ -1073,3 +1073,54 @@ extension EngineCoreTests {
         }
     }
 }
+
+/// Found by audit: a list over many dead hosts kept every one among the hosts walked at each
+/// step (100,000 jobs on as many hosts slowed to 40 failures a second, memory growing). A dead
+/// host with nothing in hand is set aside with its state; its next job fails without a request.
+extension EngineCoreTests {
+    func testDeadHostsWithNothingInHandAreSetAsideAndTheirNextJobsStillFailWithoutARequest() {
+        var harness = Harness(workers: 2)
+        harness.core = EngineCore(config: EngineCore.Config(workers: 2, owner: "me/1/1", leaseMilliseconds: 60_000, maxAttempts: 1,
+                                                            policy: RetryPolicy(backoff: Backoff(base: 1, cap: 1)), hostDownLimit: 0,
+                                                            claimAheadRounds: 2, claimBelowRounds: 4))
+        let deadHosts = 300
+        var toClaim = (0..<deadHosts).map { Self.lease(1_000 + $0, host: 10 + $0) }
+        var slotIndex = 0
+        var fetched = 0, failed: [Int: String] = [:]
+        var events: [EngineCore.Event] = [.begin]
+        var mostInHand = 0
+        for _ in 0..<20_000 {
+            harness.now += 10
+            if events.isEmpty { events = [.tick] }
+            var out: [EngineCore.Action] = []
+            for event in events { out += harness.send(event) }
+            events = []
+            if let request = harness.pending {
+                var answer = ExchangeResult()
+                answer.outcomes = request.outcomes.map { _ in .recorded }
+                for outcome in request.outcomes { if case .fail(let id, _, _, let reason) = outcome { failed[id] = reason } }
+                if request.claim > 0 {
+                    answer.claimed = Array(toClaim.prefix(request.claim))
+                    toClaim.removeFirst(answer.claimed.count)
+                    if answer.claimed.isEmpty { answer.unfinished = (0, 1) }
+                }
+                for (host, n) in request.wantSlots { for _ in 0..<n { answer.grantedSlots.append(Self.slot(slotIndex, host: host)); slotIndex += 1 } }
+                out += harness.send(.exchanged(answer))
+            }
+            for lease in Harness.prepared(in: out) { events.append(.prepared(token: lease.token, forget: nil)) }
+            for token in Harness.fetched(in: out) {
+                fetched += 1
+                events.append(.transferEnded(token: token, .failed(.unreachable("connection refused"), status: nil, snapshot: nil), resumedFrom: 0))
+            }
+            mostInHand = max(mostInHand, harness.core.hostCounts.inHand)
+            // Once every dead host failed, one more job of the first of them.
+            if failed.count == deadHosts && toClaim.isEmpty && failed[5] == nil { toClaim = [Self.lease(5, host: 10)] }
+            if failed[5] != nil { break }
+        }
+        XCTAssertEqual(failed.count, deadHosts + 1, "every job ended")
+        XCTAssertEqual(fetched, deadHosts, "one request per dead host, none for the later job of a host known dead")
+        XCTAssertTrue(failed[5]?.hasPrefix("host unreachable") == true, failed[5] ?? "")
+        XCTAssertLessThan(mostInHand, 60, "hosts walked at each step follow the hosts in hand, not the dead ones seen")
+        XCTAssertGreaterThanOrEqual(harness.core.hostCounts.remembered, deadHosts - 60)
+    }
+}

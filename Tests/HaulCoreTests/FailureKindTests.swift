@@ -18,6 +18,10 @@ final class FailureKindTests: XCTestCase {
             ("stalled: no data for 0.5 s", "stalled: no data for N s"),
             ("timed out after 2.25 s", "timed out after N s"),
             ("HTTP 404 Not Found", "HTTP 404 Not Found"),
+            ("host unreachable: connection refused (1 attempt to reach 127.0.0.12:9 failed)",
+             "host unreachable: connection refused (N attempts to reach HOST failed)"),
+            ("host unreachable: connection refused (3 attempts in a row to reach a.example:443 failed over 12 s)",
+             "host unreachable: connection refused (N attempts to reach HOST failed over N s)"),
             ("the server's answer is not HTTP/1.1", "the server's answer is not HTTP/1.1"),
         ]
         for (reason, kind) in cases { XCTAssertEqual(FailureKind.of(reason), kind, reason) }
@@ -33,7 +37,7 @@ final class FailureKindTests: XCTestCase {
     func testAKindIsItsOwnKind() {
         var generator = SystemRandomNumberGenerator()
         let pieces = ["cannot write ", "/tmp/a b/", ".haul-3-", "deadbeefdeadbeef00", ": ", "\"x\"", "12 bytes", "HTTP 404", " s", "x://y",
-                      "gave up after 3 attempts: ", "é", "(", ")", ","]
+                      "gave up after 3 attempts: ", "é", "(", ")", ",", "(2 attempts in a row to reach h:1 failed", " to reach "]
         for _ in 0..<2_000 {
             let reason = (0..<Int.random(in: 0...12, using: &generator)).map { _ in pieces.randomElement(using: &generator)! }.joined()
             let kind = FailureKind.of(reason)

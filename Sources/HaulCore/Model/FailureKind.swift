@@ -18,6 +18,9 @@ public enum FailureKind {
 
     private static let rules: [(NSRegularExpression, String)] = [
         (#"^(gave up after \d+ attempts?: )+"#, ""),
+        // "host unreachable: … (3 attempts in a row to reach h.example:443 failed over 12 s)":
+        // one kind for every host (a list over many dead hosts made one per host).
+        (#"\(\d+ attempts?( in a row)? to reach [^\s()]+ failed"#, "(N attempts to reach HOST failed"),
         (#"[a-z][a-z0-9+.-]*://[^\s,)]+"#, "URL"),
         (#"(?<![\w.])/[^\s:,)'"]*"#, "PATH"),
         (#"\b[0-9a-f]{16,}\b"#, "HEX"),
