@@ -318,6 +318,29 @@ final class InputParsingTests: XCTestCase {
         XCTAssertEqual(texts.shown[2...3], ["  out=orphan", "  http-passwd=…"])
     }
 
+    /// A URL followed by more option lines than any URL haul takes could need is refused, the
+    /// extra lines not kept (memory stays bounded: 10 million lines held 1 GB), and the URL after
+    /// them is queued.
+    func testAURLWithEndlessOptionLinesIsRefusedWithoutKeepingThem() throws {
+        let directory = try makeTempDirectory()
+        let queue = try JobQueue(database: Database(path: directory.file("q.db")))
+        var text = "https://e.org/a\n"
+        for index in 0..<100_000 { text += "  out=x\(index).bin\n" }
+        text += "https://e.org/b\n"
+        let path = try directory.write("many.txt", Data(text.utf8))
+        let rejections = RejectionLog()
+        let importer = URLListImporter(queue: queue, resolver: DestinationResolver(directory: directory.path)) { rejections.append($0, $1); _ = $2 }
+        var summary = URLListImporter.Summary()
+        let descriptor = open(path, O_RDONLY)
+        defer { close(descriptor) }
+        try importer.importLines(from: descriptor, into: &summary)
+        let limit = URLListImporter.maximumAria2Options
+        XCTAssertEqual(rejections.entries.map(\.line), [1])
+        XCTAssertEqual(rejections.entries.map(\.reason), [.tooManyAria2Options(line: limit + 2, limit: limit)])
+        XCTAssertEqual(try queue.list(JobFilter()).map(\.url), ["https://e.org/b"])
+        XCTAssertEqual(summary.added, 1)
+    }
+
     /// An option line that cannot be read (a value that is not UTF-8 or holds a NUL, a key in
     /// upper case) refuses its URL instead of being dropped with the URL queued without it; an
     /// indented comment among a URL's options does not end them.

@@ -266,7 +266,8 @@ final class ParserFuzzTests: XCTestCase {
         case .destinationTaken: return "destinationTaken"
         case .destinationKeyCollision: return "destinationKeyCollision"
         case .checksumConflict, .checksumTooLate: return "checksum"
-        case .unsupportedAria2Option, .unsupportedAria2Checksum, .unreadableAria2Option, .aria2OptionWithoutURL, .aria2FolderOutside: return "aria2"
+        case .unsupportedAria2Option, .unsupportedAria2Checksum, .unreadableAria2Option, .aria2OptionWithoutURL, .aria2FolderOutside,
+             .tooManyAria2Options: return "aria2"
         }
     }
 

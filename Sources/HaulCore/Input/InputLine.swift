@@ -43,6 +43,9 @@ public struct InputLine: Sendable, Equatable {
         case unreadableAria2Option(line: Int, String, String)
         /// An indented aria2 option line with no URL line before it.
         case aria2OptionWithoutURL
+        /// More indented aria2 option lines under one URL than any URL haul takes could need
+        /// (the first one past the limit's line; the limit).
+        case tooManyAria2Options(line: Int, limit: Int)
         /// `dir=` naming a folder outside the output folder.
         case aria2FolderOutside(String)
 
@@ -85,6 +88,9 @@ public struct InputLine: Sendable, Equatable {
                 return "aria2 option '\(key)' on line \(line) cannot be read: \(problem); the URL is not queued"
             case .aria2OptionWithoutURL:
                 return "indented option line (aria2 format) with no URL line right before it"
+            case .tooManyAria2Options(let line, let limit):
+                return "more than \(limit) aria2 option lines under one URL (the next on line \(line)); haul takes out=, dir= and checksum=, "
+                    + "each once; the URL is not queued"
             case .aria2FolderOutside(let folder):
                 return "dir=\(folder) is outside the output folder: haul keeps every file inside it (-d); give dir= relative to it"
             case .destinationKeyCollision(let job):

@@ -86,6 +86,11 @@ public struct URLListImporter {
     /// options with it; a person typing URLs gets each queued a second after it.
     static let heldLineWait: Int32 = 1_000
 
+    /// Indented aria2 option lines kept under one URL: haul takes out=, dir= and checksum=, each
+    /// once, so a URL with more is refused anyway; past this many, the rest are not kept (10
+    /// million `out=` lines under one URL held 1 GB before this).
+    static let maximumAria2Options = 16
+
     /// Lines in a batch at most, after `committed` batches of this import.
     private func batchLimit(committed: Int) -> Int {
         guard let streaming else { return batchSize }
@@ -133,10 +138,19 @@ public struct URLListImporter {
             var reader = LineReader(descriptor: own, maximumLineLength: maximumLineLength)
             var batch = ParsedBatch()
             var sent = 0
-            // A URL line waits here while indented aria2 option lines follow it.
-            var record: (bytes: [UInt8], line: Int, options: [InputLine.Aria2Option])?
+            // A URL line waits here while indented aria2 option lines follow it; past
+            // `maximumAria2Options` of them, they are not kept (the line of the first one left
+            // out says why the URL is refused), so memory stays bounded whatever follows.
+            var record: (bytes: [UInt8], line: Int, options: [InputLine.Aria2Option], overflow: Int?)?
             func takeRecord() {
-                if let held = record { batch.take(held.bytes, lineNumber: held.line, resolver: resolver, aria2: held.options) }
+                if let held = record {
+                    if let extra = held.overflow {
+                        let text = String(validating: held.bytes, as: UTF8.self).flatMap { $0.contains("\0") ? nil : $0 }
+                        batch.reject(held.line, .tooManyAria2Options(line: extra, limit: Self.maximumAria2Options), text: text)
+                    } else {
+                        batch.take(held.bytes, lineNumber: held.line, resolver: resolver, aria2: held.options)
+                    }
+                }
                 record = nil
             }
             /// Hands the batch to the writing thread and starts the next; false once that has
@@ -171,7 +185,10 @@ public struct URLListImporter {
                         batch.reject(reader.lineNumber, .tooLong(length, limit: maximumLineLength), text: nil)
                     case .bytes(let bytes):
                         if let option = InputLine.aria2Option(bytes, line: reader.lineNumber) {
-                            if record != nil { record?.options.append(option) }
+                            if let held = record {
+                                if held.options.count < Self.maximumAria2Options { record?.options.append(option) }
+                                else if held.overflow == nil { record?.overflow = reader.lineNumber }
+                            }
                             else { batch.reject(reader.lineNumber, .aria2OptionWithoutURL, text: InputLine.shown(option, bytes)) }
                         } else if record != nil, bytes.first == 0x20 || bytes.first == 0x09, InputLine.isBlankOrComment(bytes),
                                   bytes.contains(UInt8(ascii: "#")), !bytes.contains(0) {
@@ -184,7 +201,7 @@ public struct URLListImporter {
                                 batch.take(bytes, lineNumber: reader.lineNumber, resolver: resolver)
                                 continue
                             }
-                            record = (bytes, reader.lineNumber, [])
+                            record = (bytes, reader.lineNumber, [], nil)
                         }
                     }
                     if batch.isFull(lines: sent == 0 ? limits.first : limits.later) { guard sendBatch() else { return } }
