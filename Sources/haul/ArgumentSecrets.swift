@@ -124,7 +124,8 @@ enum ArgumentSecrets {
     private static let postgresSecrets: Set<String> = ["password", "sslpassword"]
 
     /// In a PostgreSQL URL (`postgres://…?password=…&sslpassword=…`, alone or as `--db=…`): the
-    /// values of its secret parameters, each up to the next '&' or '#'.
+    /// values of its secret parameters, each up to the next '&' (libpq reads no fragment: a '#'
+    /// is part of the value).
     private static func maskPostgresParameters(_ value: UnsafeMutablePointer<CChar>) {
         let length = strlen(value)
         let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(value).assumingMemoryBound(to: UInt8.self), count: length)
@@ -132,7 +133,7 @@ enum ArgumentSecrets {
         let before = String(decoding: bytes[..<scheme], as: UTF8.self).lowercased()
         guard before.hasSuffix("postgres") || before.hasSuffix("postgresql"),
               let question = (scheme..<length).first(where: { bytes[$0] == UInt8(ascii: "?") }) else { return }
-        let end = (question..<length).first(where: { bytes[$0] == UInt8(ascii: "#") }) ?? length
+        let end = length
         var start = question + 1
         while start < end {
             let stop = (start..<end).first(where: { bytes[$0] == UInt8(ascii: "&") }) ?? end

@@ -1,3 +1,4 @@
+import Foundation
 import HaulCore
 import HaulPostgres
 
@@ -27,18 +28,26 @@ enum StoreOpener {
         return nil
     }
 
-    /// libpq's keywords that begin a keyword=value connection string (`host=db1 dbname=haul`):
-    /// given to `--db`, such a string would have become a SQLite file of that name, and its
-    /// password part of a file name.
+    /// libpq's connection keywords (PostgreSQL 15's, and 16's load_balance_hosts): a location
+    /// with any of them as `keyword=` (`host=db1 dbname=haul password=…`) is a keyword=value
+    /// connection string. Given to `--db`, it would have become a SQLite file of that name, and
+    /// its password part of a file name.
     private static let connectionKeywords: Set<String> = [
-        "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "service", "sslmode", "connect_timeout",
-        "options", "application_name", "target_session_attrs", "sslcert", "sslkey", "sslrootcert", "sslpassword",
+        "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "channel_binding", "connect_timeout",
+        "client_encoding", "options", "application_name", "fallback_application_name", "keepalives", "keepalives_idle",
+        "keepalives_interval", "keepalives_count", "tcp_user_timeout", "replication", "gssencmode", "sslmode", "requiressl",
+        "sslcompression", "sslcert", "sslkey", "sslpassword", "sslrootcert", "sslcrl", "sslcrldir", "sslsni", "requirepeer",
+        "ssl_min_protocol_version", "ssl_max_protocol_version", "krbsrvname", "gsslib", "service", "target_session_attrs",
+        "load_balance_hosts",
     ]
 
+    /// Whether any word of `location` is `keyword=…` (spaces around '=' allowed, as libpq allows).
     static func readsAsConnectionString(_ location: String) -> Bool {
-        let first = location.drop { $0 == " " }
-        guard let equals = first.firstIndex(of: "=") else { return false }
-        return connectionKeywords.contains(first[..<equals].trimmingCharacters(in: .whitespaces).lowercased())
+        let text = location.replacingOccurrences(of: #"\s*=\s*"#, with: "=", options: .regularExpression)
+        return text.split(whereSeparator: \.isWhitespace).contains { word in
+            guard let equals = word.firstIndex(of: "=") else { return false }
+            return connectionKeywords.contains(word[..<equals].lowercased())
+        }
     }
 
     /// The location as messages may show it: a server URL without its password.

@@ -217,7 +217,8 @@ final class CLITests: XCTestCase {
         }
         XCTAssertEqual(directory.contents(), ["file:cred.db"])
         // libpq's keyword=value strings: refused, not a SQLite file named after them.
-        for conninfo in ["host=127.0.0.1 port=9 dbname=haul user=haul password=kwsecret", " dbname = haul password=kwsecret"] {
+        for conninfo in ["host=127.0.0.1 port=9 dbname=haul user=haul password=kwsecret", " dbname = haul password=kwsecret",
+                         "channel_binding=require host=db password=kwsecret"] {
             for command in ["add", "status"] {
                 let refused = try haul([command, "--db", conninfo] + (command == "add" ? ["http://127.0.0.1:9/z"] : []), in: directory.path)
                 XCTAssertEqual(refused.status, 64, "\(command) \(conninfo): \(refused.stderrText)")

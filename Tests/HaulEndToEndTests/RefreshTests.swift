@@ -83,6 +83,17 @@ final class RefreshTests: XCTestCase {
         XCTAssertEqual(server.requestCount(path: "/plain.bin"), 0)
         XCTAssertEqual(h.contents("plain.bin"), Data("my own notes".utf8), "the user's file is never replaced unasked")
         XCTAssertEqual(try h.show(3)["state"] as? String, "done")
+        // A file placed by a haul that recorded no identity (before migration 0005) is told by
+        // its mark: haul's own, so --force fetches it again.
+        try FileManager.default.removeItem(atPath: h.out + "/plain.bin")
+        try FileManager.default.moveItem(atPath: h.out + "/plain-from-server.bin", toPath: h.out + "/plain.bin")
+        try Database(path: h.db).execute("UPDATE jobs SET placed_size = NULL, placed_mtime = NULL, placed_inode = NULL, placed_ctime = NULL WHERE id = 3")
+        server.resetRecording()
+        let unrecorded = try h.run(["refresh", "3", "--force"])
+        XCTAssertTrue(unrecorded.stdoutText.contains("queued 1 job"), unrecorded.stdoutText)
+        XCTAssertEqual(try h.run(["run"]).status, 0)
+        XCTAssertEqual(server.requestCount(path: "/plain.bin"), 1)
+        XCTAssertEqual(h.contents("plain.bin"), plain)
         XCTAssertEqual(try h.run(["refresh"]).status, 64)
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import HaulCore
 import HaulTestSupport
 import XCTest
@@ -210,6 +211,32 @@ final class RunResumeTests: XCTestCase {
         XCTAssertEqual(resumes.map(\.rangeHeader), ["bytes=60000-", nil], "the resume was asked, refused, then the whole file fetched")
         XCTAssertEqual(h.tempFiles(), [])
         XCTAssertEqual(try h.show(1)["attempts"] as? Int, 2, "starting over spends no attempt")
+    }
+
+    /// A signed link: the redirect leads to the same file with a new signature in its query
+    /// each time (a release asset's, a presigned object's). The resume goes on from the bytes kept.
+    func testAResumeRedirectedToTheSameFileWithANewSignatureContinues() throws {
+        let h = try RunHarness(self)
+        let server = try FaultServer(host: "127.0.0.1")
+        defer { server.stop() }
+        let data = runTestData(100_000, seed: 93)
+        let signature = Mutex(0)
+        let target = server.url("/assets/a.bin").absoluteString
+        server.route("/download.bin") { _ in
+            let next = signature.withLock { $0 += 1; return $0 }
+            return FaultServer.Response.redirect(to: target + "?sig=\(next)")
+        }
+        server.route("/assets/a.bin", sequence: [
+            { request in FaultServer.fileResponse(data, request: request, etag: "\"a1\"").truncated(afterBytes: 60_000) },
+            FaultServer.file(data, etag: "\"a1\""),
+        ])
+        try h.add([server.url("/download.bin").absoluteString])
+
+        let result = try h.run(["run", "--max-attempts", "3"])
+
+        XCTAssertEqual(result.status, 0, result.stdoutText + result.stderrText)
+        XCTAssertEqual(h.contents("download.bin"), data)
+        XCTAssertEqual(server.requests(path: "/assets/a.bin").map(\.rangeHeader), [nil, "bytes=60000-"], "the second request resumed")
     }
 
     /// A server that wrongly ignores If-Range: it answers `Range: bytes=N-` with `body`'s bytes

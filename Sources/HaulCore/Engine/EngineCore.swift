@@ -215,9 +215,12 @@ struct EngineCore {
     /// Hosts with nothing in hand whose state must outlive that (down, unreachable), out of
     /// `hosts` so that each step's walks over `hostOrder` follow the hosts in
     /// hand only; at most `rememberedHostsLimit`, the oldest forgotten first.
-    private var remembered: [Int: Host] = [:]
-    private var rememberedOrder: [Int] = []
+    private var remembered: [Int: (host: Host, entry: Int)] = [:]
+    /// The order hosts were set aside in, by entry number: an entry whose host came back in hand
+    /// (or was set aside again since, under a newer number) is stale and skipped.
+    private var rememberedOrder: [(id: Int, entry: Int)] = []
     private var rememberedStart = 0
+    private var rememberedEntries = 0
 
     /// An output folder that could not be written. Its jobs wait in hand ("parked", leases
     /// renewed, no attempt used) until `until`; then one of them is tried (the probe), and the
@@ -1066,13 +1069,18 @@ struct EngineCore {
         kept.downSince = host.downSince
         kept.unreachable = host.unreachable
         kept.cap = host.cap
-        if remembered.updateValue(kept, forKey: id) == nil { rememberedOrder.append(id) }
+        rememberedEntries += 1
+        remembered[id] = (kept, rememberedEntries)
+        rememberedOrder.append((id, rememberedEntries))
         while remembered.count > Self.rememberedHostsLimit, rememberedStart < rememberedOrder.count {
-            remembered[rememberedOrder[rememberedStart]] = nil
+            let oldest = rememberedOrder[rememberedStart]
+            if remembered[oldest.id]?.entry == oldest.entry { remembered[oldest.id] = nil }
             rememberedStart += 1
         }
-        if rememberedStart > 1024 && rememberedStart * 2 > rememberedOrder.count {
-            rememberedOrder.removeFirst(rememberedStart)
+        // Stale entries (hosts that came back in hand) are dropped once they outnumber the live
+        // ones, so the order follows the hosts set aside, not every time one was.
+        if rememberedOrder.count - rememberedStart > 2 * remembered.count + 1024 {
+            rememberedOrder = rememberedOrder[rememberedStart...].filter { remembered[$0.id]?.entry == $0.entry }
             rememberedStart = 0
         }
     }
@@ -1081,7 +1089,7 @@ struct EngineCore {
     /// walked each step, with what was remembered of it.
     private mutating func enter(_ id: Int) {
         guard hosts[id] == nil else { return }
-        hosts[id] = remembered.removeValue(forKey: id) ?? Host()
+        hosts[id] = remembered.removeValue(forKey: id)?.host ?? Host()
         if !hostOrder.contains(id) { hostOrder.append(id) }
     }
 
@@ -1462,5 +1470,5 @@ struct EngineCore {
     var activeTransfers: Int { transfers.count }
 
     /// Hosts walked at each step, and hosts set aside with their state (for tests).
-    var hostCounts: (inHand: Int, remembered: Int) { (hostOrder.count, remembered.count) }
+    var hostCounts: (inHand: Int, remembered: Int, order: Int) { (hostOrder.count, remembered.count, rememberedOrder.count - rememberedStart) }
 }

@@ -386,8 +386,11 @@ public final class DownloadAttempt: BodySink {
         if resumeOffset > 0 {
             // A validator is one resource's: a resume that a redirect took to another URL than
             // the one the bytes kept came from (`/latest` leading to a newer file) would splice
-            // two files whose validators happen to match (a revision counter, a date).
-            if head.status == 206 || head.status == 416, let storedURL, let url = head.url?.absoluteString, url != storedURL {
+            // two files whose validators happen to match (a revision counter, a date). The query
+            // is left out of the comparison: signed links (a release asset's, a presigned
+            // object's) carry a new signature each time, to the same file.
+            if head.status == 206 || head.status == 416, let storedURL, let url = head.url?.absoluteString,
+               Self.resource(url) != Self.resource(storedURL) {
                 return .mustRestart("the resume was answered from another URL than the one the bytes kept came from "
                                     + "(a redirect now leads elsewhere): their validator does not hold there")
             }
@@ -471,6 +474,12 @@ public final class DownloadAttempt: BodySink {
         state.url = head.url?.absoluteString
         state.mode = .writing
         return nil
+    }
+
+    /// A URL without its query and fragment: what names the resource a validator belongs to,
+    /// as far as a resume can tell.
+    static func resource(_ url: String) -> Substring {
+        url.prefix { $0 != "?" && $0 != "#" }
     }
 
     /// Closes the temp file of an attempt that ended without placing it; an unnamed one that

@@ -42,13 +42,14 @@ enum RefreshCommand: Command {
                 // placed (its identity then): one the user changed or put there since is theirs
                 // (`verify --fix` is the way to fetch it again over their change). Nothing there:
                 // fetched again.
+                // (A file placed by an older haul, with no identity recorded, is told by its mark.)
                 let path = job.placed?.path ?? job.destination
-                let now = ExistingFile.identity(of: path)
-                if let now, now != job.placed?.identity {
+                switch ExistingFile.examine(path, placed: job.placed, mark: ExistingFile.mark(for: job)) {
+                case .nothing, .haulsOwn:
+                    refetches.append(Refetch(jobID: job.id, adopt: ExistingFile.identity(of: path), conditional: false))
+                case .usersFile, .folder:
                     changedSincePlaced += 1
-                    return
                 }
-                refetches.append(Refetch(jobID: job.id, adopt: now, conditional: false))
             } else {
                 noValidator += 1
             }
