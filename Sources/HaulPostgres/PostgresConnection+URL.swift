@@ -30,7 +30,7 @@ extension PostgresConnection {
     }
 
     /// libpq's parameters that hold a secret: the password, and the one of the client key.
-    static let secretParameters: Set<String> = ["password", "sslpassword"]
+    public static let secretParameters: Set<String> = ["password", "sslpassword"]
 
     private static func parameterName(_ parameter: Substring) -> String {
         String(parameter.prefix { $0 != "=" }).removingPercentEncoding ?? String(parameter.prefix { $0 != "=" })

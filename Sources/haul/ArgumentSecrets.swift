@@ -1,4 +1,5 @@
 import Foundation
+import HaulPostgres
 
 /// Hides the secrets of haul's own command line from `ps` and /proc/PID/cmdline, which any user
 /// of the machine may read: the password of `-u USER:PASSWORD`, the value of a credential header
@@ -120,9 +121,6 @@ enum ArgumentSecrets {
         mask(value, from: colon + 1, to: at)
     }
 
-    /// The libpq parameters that hold a secret (as `PostgresConnection.secretParameters`).
-    private static let postgresSecrets: Set<String> = ["password", "sslpassword"]
-
     /// In a PostgreSQL URL (`postgres://…?password=…&sslpassword=…`, alone or as `--db=…`): the
     /// values of its secret parameters, each up to the next '&' (libpq reads no fragment: a '#'
     /// is part of the value).
@@ -133,13 +131,12 @@ enum ArgumentSecrets {
         let before = String(decoding: bytes[..<scheme], as: UTF8.self).lowercased()
         guard before.hasSuffix("postgres") || before.hasSuffix("postgresql"),
               let question = (scheme..<length).first(where: { bytes[$0] == UInt8(ascii: "?") }) else { return }
-        let end = length
         var start = question + 1
-        while start < end {
-            let stop = (start..<end).first(where: { bytes[$0] == UInt8(ascii: "&") }) ?? end
+        while start < length {
+            let stop = (start..<length).first(where: { bytes[$0] == UInt8(ascii: "&") }) ?? length
             if let equals = (start..<stop).first(where: { bytes[$0] == UInt8(ascii: "=") }),
                case let name = String(decoding: bytes[start..<equals], as: UTF8.self),
-               postgresSecrets.contains((name.removingPercentEncoding ?? name).lowercased()) {
+               PostgresConnection.secretParameters.contains((name.removingPercentEncoding ?? name).lowercased()) {
                 mask(value, from: equals + 1, to: stop)
             }
             start = stop + 1

@@ -1086,11 +1086,12 @@ struct EngineCore {
     }
 
     /// A host comes in hand (a job claimed, a slot granted, a parked job back): joins the hosts
-    /// walked each step, with what was remembered of it.
+    /// walked each step, with what was remembered of it. (`hostOrder` holds exactly the hosts of
+    /// `hosts`: `pruneHosts` takes them out of both at once.)
     private mutating func enter(_ id: Int) {
         guard hosts[id] == nil else { return }
         hosts[id] = remembered.removeValue(forKey: id)?.host ?? Host()
-        if !hostOrder.contains(id) { hostOrder.append(id) }
+        hostOrder.append(id)
     }
 
     /// The most hosts set aside with their state (about 10 MB); past it the oldest is forgotten,
